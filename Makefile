@@ -1,0 +1,32 @@
+# The two commands of the README: `make demo` and `make test`. Each creates (or
+# reuses) a local virtual environment in .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test bench lint venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test,examples,bench]"
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m examples.demo
+
+test: $(STAMP)
+	$(PY) -m pytest tests -p no:cacheprovider
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.compare_mctx
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check jaxpuct tests examples benchmarks
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,35 @@
+"""jaxpuct: batched PUCT tree and graph search in JAX.
+
+Thousands of AlphaZero-style searches advance in lockstep inside one
+``jax.jit``; the policy-value network is called once per simulation for the
+whole batch. The interface follows ``mctx`` (DeepMind), so an mctx
+``recurrent_fn`` runs unchanged.
+"""
+
+from jaxpuct.policies import alphazero_policy, dirichlet_noise, value_weighted_policy, visit_policy
+from jaxpuct.search import init_tree, masked_softmax, search
+from jaxpuct.selection import PUCTConfig, completed_qvalues, puct_scores
+from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
+from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchSummary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ILLEGAL",
+    "UNEXPANDED",
+    "PUCTConfig",
+    "PolicyOutput",
+    "RecurrentFnOutput",
+    "RootFnOutput",
+    "SearchSummary",
+    "Tree",
+    "alphazero_policy",
+    "completed_qvalues",
+    "dirichlet_noise",
+    "init_tree",
+    "masked_softmax",
+    "puct_scores",
+    "search",
+    "value_weighted_policy",
+    "visit_policy",
+]

@@ -1,0 +1,220 @@
+"""The PUCT family of selection rules, as one configuration and one score function.
+
+The score of action ``a`` at a node ``s`` is ``Q̃(s, a) + U(s, a)`` and the
+search takes the legal action with the highest score (lowest index on ties).
+
+Exploration term ``U`` (``form``):
+
+* ``"puct"``: ``c(s) * P(s, a) * N(s)**exponent / (1 + N(s, a))`` -- AlphaGo
+  (Silver et al. 2016) and AlphaZero (Silver et al. 2018) with
+  ``exponent = 0.5``; other exponents give "polynomial PUCT".
+* ``"uct_log"``: ``c(s) * P(s, a) * sqrt(log(1 + N(s) + log_offset) / (1 + N(s, a)))``,
+  the UCB1-like variant of the PUCT literature (Rosin 2011, "Multi-armed bandits
+  with episode context").
+
+Exploration weight ``c(s)``: ``c_init`` when ``c_base is None``, else the
+AlphaZero schedule ``c_init + log((N(s) + c_base + 1) / c_base)``.
+
+Parent count ``N(s)`` (``parent_visits``): ``"edge_sum"`` is ``Σ_b N(s, b)``
+(AlphaZero's pseudocode, KataGo); ``"node"`` is the node's own visit count,
+one more than the sum in a tree (mctx's convention). With ``"edge_sum"`` the
+``N(s)**exponent`` factor uses ``max(N(s), 1)``, so the first visit of a node
+follows the prior rather than the action index (KataGo adds 0.01 for the same
+reason).
+
+Value of unvisited actions (``unvisited_q``):
+
+* ``"zero"``: 0.
+* ``"parent"``: the node's own search value ``Q(s)``.
+* ``"fpu"``: first-play urgency reduction ``Q(s) - r * sqrt(Σ_{visited b} P(s, b))``
+  with ``r = fpu_reduction_root`` at the root and ``fpu_reduction`` elsewhere
+  (Leela Zero, KataGo).
+* ``"fixed"``: ``unvisited_value`` (for example -1, "assume a loss").
+* ``"min"``: the minimum of ``Q(s)`` and the visited ``Q(s, b)`` (mctx's
+  ``qtransform_by_parent_and_siblings``).
+
+Q normalisation (``q_normalization``): ``"none"`` (values assumed in [-1, 1]) or
+``"minmax"``: ``(Q - lo) / max(hi - lo, 1e-8)`` with ``lo``/``hi`` the min/max
+of ``Q(s)`` and the visited ``Q(s, b)`` (mctx's default).
+
+``PUCTConfig.mctx_muzero()`` reproduces the selection of
+``mctx.muzero_policy`` exactly: log schedule with ``c_init=1.25``,
+``c_base=19652``, ``N(s)`` = the node's own count, unvisited Q = min, min-max
+normalisation. mctx additionally adds ``1e-7 * uniform`` noise to break ties; jaxpuct
+breaks ties by lowest index unless ``tie_noise > 0``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax.numpy as jnp
+
+_FORMS = ("puct", "uct_log")
+_PARENT_VISITS = ("edge_sum", "node")
+_UNVISITED = ("zero", "parent", "fpu", "fixed", "min")
+_NORMALIZATIONS = ("none", "minmax")
+_MINMAX_EPSILON = 1e-8
+
+
+@dataclasses.dataclass(frozen=True)
+class PUCTConfig:
+    """Hyper-parameters of the selection rule (static; hashable).
+
+    Defaults: AlphaZero's exploration schedule (``c_init=1.25``,
+    ``c_base=19652``, Silver et al. 2018) with ``N(s) = Σ_b N(s, b)``, and
+    KataGo/Leela first-play urgency (``fpu_reduction=0.2`` inside the tree, 0 at
+    the root where Dirichlet noise does the exploring); values in [-1, 1], not
+    normalised.
+    """
+
+    c_init: float = 1.25
+    c_base: float | None = 19652.0
+    exponent: float = 0.5
+    form: str = "puct"
+    log_offset: float = 0.0
+    parent_visits: str = "edge_sum"
+    unvisited_q: str = "fpu"
+    fpu_reduction: float = 0.2
+    fpu_reduction_root: float = 0.0
+    unvisited_value: float = -1.0
+    q_normalization: str = "none"
+    tie_noise: float = 0.0
+
+    def __post_init__(self):
+        _check_choice("form", self.form, _FORMS)
+        _check_choice("parent_visits", self.parent_visits, _PARENT_VISITS)
+        _check_choice("unvisited_q", self.unvisited_q, _UNVISITED)
+        _check_choice("q_normalization", self.q_normalization, _NORMALIZATIONS)
+        if not self.c_init >= 0:
+            raise ValueError(f"PUCTConfig.c_init must be >= 0, got {self.c_init}.")
+        if self.c_base is not None and not self.c_base > 0:
+            raise ValueError(f"PUCTConfig.c_base must be > 0 or None, got {self.c_base}.")
+        if not self.exponent > 0:
+            raise ValueError(f"PUCTConfig.exponent must be > 0, got {self.exponent}.")
+        if not self.log_offset >= 0:
+            raise ValueError(f"PUCTConfig.log_offset must be >= 0, got {self.log_offset}.")
+        if not self.tie_noise >= 0:
+            raise ValueError(f"PUCTConfig.tie_noise must be >= 0, got {self.tie_noise}.")
+        if not (self.fpu_reduction >= 0 and self.fpu_reduction_root >= 0):
+            raise ValueError(
+                "PUCTConfig.fpu_reduction and fpu_reduction_root must be >= 0, got "
+                f"{self.fpu_reduction} and {self.fpu_reduction_root}.")
+
+    @classmethod
+    def mctx_muzero(cls, c_init: float = 1.25, c_base: float = 19652.0) -> PUCTConfig:
+        """The selection rule of ``mctx.muzero_policy`` (its defaults)."""
+        return cls(c_init=c_init, c_base=c_base, parent_visits="node",
+                   unvisited_q="min", q_normalization="minmax")
+
+    @classmethod
+    def alphago(cls, c_puct: float = 1.5) -> PUCTConfig:
+        """AlphaGo's constant ``c_puct`` with unvisited Q = 0 (Silver et al. 2016)."""
+        return cls(c_init=c_puct, c_base=None, unvisited_q="zero")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"PUCTConfig.{name} must be one of {choices}, got {value!r}.")
+
+
+def exploration_weight(config: PUCTConfig, parent_count: chex.Array) -> chex.Array:
+    """``c(s)`` for ``parent_count [B]`` -> ``[B]``."""
+    if config.c_base is None:
+        return jnp.full(parent_count.shape, config.c_init, jnp.float32)
+    return config.c_init + jnp.log((parent_count + config.c_base + 1.0) / config.c_base)
+
+
+def puct_scores(
+    config: PUCTConfig,
+    prior: chex.Array,
+    edge_visits: chex.Array,
+    edge_q: chex.Array,
+    has_q: chex.Array,
+    legal: chex.Array,
+    parent_value: chex.Array,
+    node_visits: chex.Array,
+    is_root: chex.Array,
+    uniform: chex.Array | None = None,
+) -> chex.Array:
+    """Selection scores of every action at one node of each tree.
+
+    Args:
+      config: the rule.
+      prior: ``[B, A]`` prior probabilities ``P(s, a)``.
+      edge_visits: ``[B, A]`` ``N(s, a)``.
+      edge_q: ``[B, A]`` ``Q(s, a)``; read only where ``has_q``.
+      has_q: ``[B, A]`` bool, edges that were visited and have a child value.
+      legal: ``[B, A]`` bool.
+      parent_value: ``[B]`` the node's search value ``Q(s)``.
+      node_visits: ``[B]`` the node's own visit count.
+      is_root: scalar or ``[B]`` bool: use the root's FPU reduction.
+      uniform: ``[B, A]`` uniform draws in [0, 1), scaled by ``tie_noise`` and
+        added to the scores (needed only when ``tie_noise > 0``).
+
+    Returns:
+      ``[B, A]`` float32 scores, ``-inf`` at illegal actions.
+    """
+    edge_visits_f = edge_visits.astype(jnp.float32)
+    if config.parent_visits == "edge_sum":
+        parent_count = jnp.sum(edge_visits_f, axis=-1)
+        count_for_u = jnp.maximum(parent_count, 1.0)
+    else:
+        parent_count = node_visits.astype(jnp.float32)
+        count_for_u = parent_count
+    c = exploration_weight(config, parent_count)[:, None]
+
+    if config.form == "puct":
+        if config.exponent == 0.5:
+            growth = jnp.sqrt(count_for_u)
+        else:
+            growth = count_for_u ** config.exponent
+        u = growth[:, None] * c * prior / (edge_visits_f + 1.0)
+    else:
+        log_term = jnp.log(1.0 + parent_count + config.log_offset)[:, None]
+        u = c * prior * jnp.sqrt(log_term / (edge_visits_f + 1.0))
+
+    q = completed_qvalues(config, prior, edge_visits, edge_q, has_q, parent_value, is_root)
+    scores = q + u
+    if config.tie_noise > 0:
+        if uniform is None:
+            raise ValueError("puct_scores: uniform draws are required when tie_noise > 0.")
+        scores = scores + config.tie_noise * uniform
+    return jnp.where(legal, scores, -jnp.inf)
+
+
+def completed_qvalues(
+    config: PUCTConfig,
+    prior: chex.Array,
+    edge_visits: chex.Array,
+    edge_q: chex.Array,
+    has_q: chex.Array,
+    parent_value: chex.Array,
+    is_root: chex.Array,
+) -> chex.Array:
+    """``[B, A]`` Q values with unvisited actions filled in and, if asked, normalised."""
+    parent_value = parent_value[:, None]
+    known_q = jnp.where(has_q, edge_q, parent_value)
+    lo = jnp.minimum(parent_value, jnp.min(known_q, axis=-1, keepdims=True))
+    hi = jnp.maximum(parent_value, jnp.max(known_q, axis=-1, keepdims=True))
+
+    rule = config.unvisited_q
+    if rule == "zero":
+        fill = jnp.zeros_like(parent_value)
+    elif rule == "parent":
+        fill = parent_value
+    elif rule == "fpu":
+        visited_mass = jnp.sum(jnp.where(edge_visits > 0, prior, 0.0), axis=-1, keepdims=True)
+        reduction = jnp.where(jnp.reshape(is_root, (-1, 1)), config.fpu_reduction_root,
+                              config.fpu_reduction)
+        fill = parent_value - reduction * jnp.sqrt(visited_mass)
+    elif rule == "fixed":
+        fill = jnp.full_like(parent_value, config.unvisited_value)
+    else:  # "min"
+        fill = lo
+    q = jnp.where(has_q, edge_q, fill)
+
+    if config.q_normalization == "minmax":
+        q = (q - lo) / jnp.maximum(hi - lo, _MINMAX_EPSILON)
+    return q

@@ -1,0 +1,153 @@
+"""The batch of search trees: one frozen dataclass of fixed-size arrays.
+
+Layout (``B`` trees, ``N = max_nodes`` node slots, ``A`` actions):
+
+* node arrays ``[B, N]``: visit count, raw network value ``U(n)``, search value
+  ``Q(n)``, the reward and discount of the edge that leads *into* the node,
+  and a terminal flag; the embedding pytree ``[B, N, ...]``.
+* edge arrays ``[B, N, A]``: child index, prior probability and edge visit
+  count ``N(n, a)``. Nothing else is stored per edge: an edge's reward and
+  discount live on the child it leads to (in a tree every node has exactly one
+  incoming edge; graph search assumes they are a function of the child state),
+  an edge's Q is read from the child, and legality is a child-index code
+  (``ILLEGAL``). That is 12 bytes per edge where mctx stores 24.
+
+A node slot is used when its index is below ``num_nodes``. Node 0 is the root.
+The root is created with one visit (its own evaluation), so after ``S``
+simulations ``node_visits[:, 0] == S + 1`` and the root's edge visits sum to
+``S`` (mctx's convention).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxpuct.types import SearchSummary
+
+UNEXPANDED = -1  # a legal edge with no child node yet
+ILLEGAL = -2  # an edge that may never be selected
+
+
+@chex.dataclass(frozen=True)
+class Tree:
+    """A batch of search trees (or graphs, when ``node_hash`` is set).
+
+    Attributes:
+      node_visits: ``[B, N]`` int32 visit count ``N(n)``.
+      raw_values: ``[B, N]`` float32 network value ``U(n)`` (exact if terminal).
+      node_values: ``[B, N]`` float32 search value ``Q(n)``, from the view of
+        the player to move at ``n``.
+      node_rewards: ``[B, N]`` float32 reward of the edge into ``n``.
+      node_discounts: ``[B, N]`` float32 discount of the edge into ``n``.
+      node_terminal: ``[B, N]`` bool, ``True`` for nodes that are never
+        expanded: terminal states and states with no legal action.
+      embeddings: pytree with leaves ``[B, N, ...]``.
+      children_index: ``[B, N, A]`` int32 child node, ``UNEXPANDED`` (-1) or
+        ``ILLEGAL`` (-2).
+      children_prior: ``[B, N, A]`` float32 prior probability from the network
+        (never noised; root noise lives in ``root_prior``).
+      edge_visits: ``[B, N, A]`` int32 edge visit count ``N(n, a)``.
+      root_prior: ``[B, A]`` float32 prior used for selection at the root (the
+        network prior, with Dirichlet noise if the policy added it).
+      num_nodes: ``[B]`` int32 number of used node slots.
+      node_hash: ``[B, N, 2]`` uint32 state hashes (graph search) or ``None``.
+      hash_table: ``[B, T]`` int32 transposition table (graph search) or
+        ``None``.
+    """
+
+    node_visits: chex.Array
+    raw_values: chex.Array
+    node_values: chex.Array
+    node_rewards: chex.Array
+    node_discounts: chex.Array
+    node_terminal: chex.Array
+    embeddings: Any
+    children_index: chex.Array
+    children_prior: chex.Array
+    edge_visits: chex.Array
+    root_prior: chex.Array
+    num_nodes: chex.Array
+    node_hash: chex.Array | None = None
+    hash_table: chex.Array | None = None
+
+    ROOT_INDEX: ClassVar[int] = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self.children_index.shape[0]
+
+    @property
+    def max_nodes(self) -> int:
+        return self.children_index.shape[1]
+
+    @property
+    def num_actions(self) -> int:
+        return self.children_index.shape[2]
+
+    @property
+    def is_graph(self) -> bool:
+        return self.node_hash is not None
+
+    def legal_mask(self, node_index: chex.Array) -> chex.Array:
+        """``[B, A]`` bool legal actions at ``node_index [B]``."""
+        return gather_rows(self.children_index, node_index) != ILLEGAL
+
+    def qvalues(self, node_index: chex.Array) -> chex.Array:
+        """``[B, A]`` edge values ``Q(n, a) = r + discount * Q(child)``.
+
+        ``node_index`` is ``[B]``; edges with no child node read 0.
+        """
+        children = gather_rows(self.children_index, node_index)
+        return edge_qvalues(self, children)
+
+    def summary(self) -> SearchSummary:
+        """Root statistics: visit counts ``[B, A]``, their normalisation, ``Q(root)``
+        ``[B]`` and ``Q(root, a)`` ``[B, A]``."""
+        root = jnp.zeros((self.batch_size,), jnp.int32)
+        counts = self.edge_visits[:, self.ROOT_INDEX]
+        total = jnp.sum(counts, axis=-1, keepdims=True)
+        probs = jnp.where(total > 0, counts / jnp.maximum(total, 1), 0.0)
+        return SearchSummary(
+            visit_counts=counts,
+            visit_probs=probs.astype(jnp.float32),
+            value=self.node_values[:, self.ROOT_INDEX],
+            qvalues=self.qvalues(root),
+        )
+
+    def bytes_per_node(self) -> dict[str, int]:
+        """Bytes each stored array costs per node slot (per tree), by name."""
+        out = {}
+        for name in ("node_visits", "raw_values", "node_values", "node_rewards",
+                     "node_discounts", "node_terminal", "children_index",
+                     "children_prior", "edge_visits", "node_hash"):
+            array = getattr(self, name)
+            if array is not None:
+                out[name] = array[0, 0].size * array.dtype.itemsize
+        out["embeddings"] = sum(x[0, 0].size * x.dtype.itemsize
+                                for x in jax.tree.leaves(self.embeddings))
+        if self.hash_table is not None:
+            table_bytes = self.hash_table[0].size * self.hash_table.dtype.itemsize
+            out["hash_table"] = table_bytes // self.max_nodes
+        return out
+
+
+def gather_rows(array: chex.Array, index: chex.Array) -> chex.Array:
+    """``array[b, index[b]]`` for every ``b``: ``[B, N, ...]``, ``[B]`` -> ``[B, ...]``."""
+    return array[jnp.arange(array.shape[0]), index]
+
+
+def edge_qvalues(tree: Tree, children: chex.Array) -> chex.Array:
+    """``[B, A]`` values ``r(child) + discount(child) * Q(child)``; 0 where no child.
+
+    ``children`` is ``[B, A]`` child indices (negative for none).
+    """
+    has_child = children >= 0
+    safe = jnp.where(has_child, children, 0)
+    rows = jnp.arange(children.shape[0])[:, None]
+    q = (tree.node_rewards[rows, safe]
+         + tree.node_discounts[rows, safe] * tree.node_values[rows, safe])
+    return jnp.where(has_child, q, 0.0)
