@@ -6,6 +6,7 @@ whole batch. The interface follows ``mctx`` (DeepMind), so an mctx
 ``recurrent_fn`` runs unchanged.
 """
 
+from jaxpuct.graph import GraphConfig, rebuild_hash_table
 from jaxpuct.policies import alphazero_policy, dirichlet_noise, value_weighted_policy, visit_policy
 from jaxpuct.search import init_tree, masked_softmax, search
 from jaxpuct.selection import PUCTConfig, completed_qvalues, puct_scores
@@ -15,6 +16,7 @@ from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchS
 __version__ = "0.1.0"
 
 __all__ = [
+    "GraphConfig",
     "ILLEGAL",
     "UNEXPANDED",
     "PUCTConfig",
@@ -29,6 +31,7 @@ __all__ = [
     "init_tree",
     "masked_softmax",
     "puct_scores",
+    "rebuild_hash_table",
     "search",
     "value_weighted_policy",
     "visit_policy",

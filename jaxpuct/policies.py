@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
+from jaxpuct.graph import GraphConfig
 from jaxpuct.search import masked_softmax, root_legal_mask, search
 from jaxpuct.selection import PUCTConfig
 from jaxpuct.tree import ILLEGAL, Tree
@@ -121,6 +122,7 @@ def alphazero_policy(
     temperature: chex.Numeric = 1.0,
     value_weighted: bool = False,
     tree: Tree | None = None,
+    graph: GraphConfig | None = None,
 ) -> PolicyOutput[Tree]:
     """Runs PUCT search and returns the move and the search policy.
 
@@ -146,6 +148,8 @@ def alphazero_policy(
         applies to those weights).
       tree: continue this tree instead of starting from ``root`` (its
         ``root_prior`` is replaced when noise is asked for).
+      graph: ``GraphConfig`` to run Monte-Carlo graph search (transpositions
+        share one node; see ``jaxpuct.graph``), ``None`` for tree search.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
@@ -185,7 +189,7 @@ def alphazero_policy(
     search_tree = search(
         params, rng_key, root, recurrent_fn, num_simulations,
         max_depth=max_depth, max_nodes=max_nodes, selection=selection,
-        invalid_actions=invalid_actions, root_prior=noised, tree=tree)
+        invalid_actions=invalid_actions, root_prior=noised, tree=tree, graph=graph)
 
     summary = search_tree.summary()
     if value_weighted:

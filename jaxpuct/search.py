@@ -21,7 +21,9 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import graph as graph_lib
 from jaxpuct import validation
+from jaxpuct.graph import GraphConfig
 from jaxpuct.selection import PUCTConfig, puct_scores
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, edge_qvalues, gather_rows
 from jaxpuct.types import RecurrentFn
@@ -71,6 +73,7 @@ def init_tree(
     max_nodes: int,
     root_prior: chex.Array | None = None,
     invalid_actions: chex.Array | None = None,
+    graph: GraphConfig | None = None,
 ) -> Tree:
     """A batch of trees holding only their roots.
 
@@ -82,6 +85,8 @@ def init_tree(
         with Dirichlet noise); defaults to the network prior.
       invalid_actions: optional ``[B, A]`` bool, ``True`` where an action must
         not be taken at the root (mctx's convention).
+      graph: graph-search options; the root's hash is read from
+        ``root.state_hash`` or ``graph.hash_fn(root.embedding)``.
 
     Returns:
       ``Tree`` with ``[B, max_nodes, ...]`` arrays and ``num_nodes == 1``.
@@ -104,7 +109,7 @@ def init_tree(
     embeddings = jax.tree.map(
         lambda x: jnp.zeros((batch_size, max_nodes) + x.shape[1:], x.dtype).at[:, 0].set(x),
         root.embedding)
-    return Tree(
+    tree = Tree(
         node_visits=node_array(1, 0, jnp.int32),
         raw_values=node_array(value, 0.0, jnp.float32),
         node_values=node_array(value, 0.0, jnp.float32),
@@ -119,6 +124,20 @@ def init_tree(
         root_prior=jnp.where(legal, root_prior.astype(jnp.float32), 0.0),
         num_nodes=jnp.ones((batch_size,), jnp.int32),
     )
+    if graph is None:
+        return tree
+    root_hash = graph_lib.state_hash(graph, root, root.embedding, "root")
+    validation.check_hash("root state hash", root_hash, batch_size)
+    tree = tree.replace(
+        node_hash=jnp.zeros((batch_size, max_nodes, 2), jnp.uint32).at[:, 0].set(root_hash),
+        hash_table=graph_lib.empty_table(batch_size, graph.table_size(max_nodes)))
+    if graph.edge_rewards:
+        edge_shape = (batch_size, max_nodes, num_actions)
+        tree = tree.replace(edge_rewards=jnp.zeros(edge_shape, jnp.float32),
+                            edge_discounts=jnp.zeros(edge_shape, jnp.float32))
+    return graph_lib.insert(tree, graph.max_probes, root_hash,
+                            jnp.zeros((batch_size,), jnp.int32),
+                            jnp.ones((batch_size,), jnp.bool_))
 
 
 def root_legal_mask(root: Any, invalid_actions: chex.Array | None) -> chex.Array:
@@ -146,6 +165,7 @@ def search(
     invalid_actions: chex.Array | None = None,
     root_prior: chex.Array | None = None,
     tree: Tree | None = None,
+    graph: GraphConfig | None = None,
 ) -> Tree:
     """Runs ``num_simulations`` simulations of PUCT search on every tree of a batch.
 
@@ -169,6 +189,10 @@ def search(
       invalid_actions: optional ``[B, A]`` bool mask of root actions not to take.
       root_prior: optional ``[B, A]`` root prior to select with (noise).
       tree: optional tree to continue searching (simulations add to it).
+      graph: ``GraphConfig`` for Monte-Carlo graph search (see
+        ``jaxpuct.graph``), ``None`` for tree search. A walk that would re-enter
+        a node already on its own path stops before it: the edge is counted and
+        the backup uses that node's current value.
 
     Returns:
       The ``Tree``. A root with no legal action (or a terminal root) is never
@@ -179,24 +203,38 @@ def search(
         batch_size, _ = validation.check_root(root)
         if max_nodes is None:
             max_nodes = num_simulations + 1
-        tree = init_tree(root, max_nodes, root_prior, invalid_actions)
+        tree = init_tree(root, max_nodes, root_prior, invalid_actions, graph)
         embedding_like = root.embedding
     else:
         embedding_like = jax.tree.map(lambda x: x[:, 0], tree.embeddings)
+    if graph is not None and not isinstance(graph, GraphConfig):
+        raise ValueError(f"graph must be a GraphConfig or None, got {type(graph).__name__}.")
+    if (graph is not None) != tree.is_graph:
+        raise ValueError("graph must be given exactly when the tree was built for graph "
+                         f"search: graph={graph!r}, tree.node_hash is "
+                         f"{'set' if tree.is_graph else 'None'}.")
     if not isinstance(selection, PUCTConfig):
         raise ValueError(f"selection must be a PUCTConfig, got {type(selection).__name__}.")
     depth_limit = tree.max_nodes if max_depth is None else validation.check_int(
         "max_depth", max_depth, 1)
     shared_key, element_keys = validation.split_keys(rng_key, tree.batch_size)
 
-    def simulate(sim, tree):
+    def simulate(sim, carry):
+        tree, marks = carry
         key = jax.random.fold_in(shared_key, sim)
         tie_keys = jax.vmap(jax.random.fold_in, (0, None))(element_keys, sim)
-        walk = select(tree, selection, depth_limit, tie_keys)
-        tree, leaf_return = expand(params, key, tree, walk, recurrent_fn, embedding_like)
-        return backup(tree, walk, leaf_return)
+        walk, marks = select(tree, selection, depth_limit, tie_keys, graph, marks, sim)
+        tree, leaf_return = expand(params, key, tree, walk, recurrent_fn, embedding_like,
+                                   graph)
+        if graph is None:
+            return backup(tree, walk, leaf_return), marks
+        return backup_graph(tree, walk), marks
 
-    return jax.lax.fori_loop(0, num_simulations, simulate, tree)
+    # Graph search marks each node it enters with the simulation's number, which
+    # finds cycles in O(1) per step instead of scanning the path.
+    marks = None if graph is None else jnp.full(tree.node_visits.shape, -1, jnp.int32)
+    tree, _ = jax.lax.fori_loop(0, num_simulations, simulate, (tree, marks))
+    return tree
 
 
 def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: chex.Array,
@@ -213,7 +251,7 @@ def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: chex.
         config,
         prior=prior,
         edge_visits=visits,
-        edge_q=edge_qvalues(tree, children),
+        edge_q=edge_qvalues(tree, node, children),
         has_q=(children >= 0) & (visits > 0),
         legal=children != ILLEGAL,
         parent_value=gather_rows(tree.node_values, node),
@@ -223,9 +261,13 @@ def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: chex.
     )
 
 
-def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array) -> _Walk:
+def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array,
+           graph: GraphConfig | None = None, marks: chex.Array | None = None,
+           sim: chex.Array | int = 0) -> tuple[_Walk, chex.Array | None]:
     """Walks every tree from the root until an unexpanded edge, a terminal node or
-    ``max_depth``; records the path. The loop carry is ``O(B * D)``."""
+    ``max_depth`` (graph search also stops at a transposition or a cycle);
+    records the path. The loop carry is ``O(B * D)`` (plus the ``[B, N]`` marks
+    of graph search, updated in place)."""
     batch_size = tree.batch_size
     rows = jnp.arange(batch_size)
     root = jnp.zeros((batch_size,), jnp.int32)
@@ -235,7 +277,7 @@ def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array)
         return jnp.any(active) & (depth < max_depth)
 
     def body(carry):
-        depth, node, active, path_nodes, path_actions, num_edges, expand = carry
+        depth, node, active, path_nodes, path_actions, num_edges, expand, marks = carry
         keys = (jax.vmap(jax.random.fold_in, (0, None))(rng_keys, depth)
                 if config.tie_noise > 0 else None)
         scores = node_scores(tree, config, node, depth == 0, keys)
@@ -246,11 +288,21 @@ def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array)
         num_edges = jnp.where(active, depth + 1, num_edges)
         descend = active & (child >= 0)
         expand = jnp.where(active, child < 0, expand)
+        stop = (depth + 1 >= max_depth) | tree.node_terminal[rows, jnp.maximum(child, 0)]
+        if graph is not None:
+            safe_child = jnp.maximum(child, 0)
+            cycle = marks[rows, safe_child] == sim
+            stop = stop | cycle
+            if graph.stop_at_transposition:
+                stop = stop | (tree.edge_visits[rows, node, action]
+                               < tree.node_visits[rows, safe_child])
+            marks = marks.at[rows, jnp.where(descend & ~cycle, child, tree.max_nodes)].set(
+                sim, mode="drop")
         node = jnp.where(descend, child, node)
         path_nodes = path_nodes.at[:, depth + 1].set(
             jnp.where(descend, child, path_nodes[:, depth + 1]))
-        active = descend & ~tree.node_terminal[rows, node] & (depth + 1 < max_depth)
-        return depth + 1, node, active, path_nodes, path_actions, num_edges, expand
+        active = descend & ~stop
+        return depth + 1, node, active, path_nodes, path_actions, num_edges, expand, marks
 
     searchable = ~tree.node_terminal[:, 0]
     init = (
@@ -259,18 +311,25 @@ def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array)
         jnp.zeros((batch_size, max_depth), jnp.int32),
         jnp.zeros((batch_size,), jnp.int32),
         jnp.zeros((batch_size,), jnp.bool_),
+        None if marks is None else marks.at[:, 0].set(sim),
     )
-    _, _, _, path_nodes, path_actions, num_edges, expand = jax.lax.while_loop(
+    _, _, _, path_nodes, path_actions, num_edges, expand, marks = jax.lax.while_loop(
         cond, body, init)
-    return _Walk(path_nodes=path_nodes, path_actions=path_actions,
+    walk = _Walk(path_nodes=path_nodes, path_actions=path_actions,
                  num_edges=num_edges, expand=expand)
+    return walk, marks
 
 
 def expand(params: Any, rng_key: chex.PRNGKey, tree: Tree, walk: _Walk,
-           recurrent_fn: RecurrentFn, embedding_like: Any) -> tuple[Tree, chex.Array]:
+           recurrent_fn: RecurrentFn, embedding_like: Any,
+           graph: GraphConfig | None = None) -> tuple[Tree, chex.Array]:
     """Evaluates the leaf edge of every walk with one ``recurrent_fn`` call, stores
     the new nodes where there is room, and returns the value to back up into the
-    last edge's parent: ``[B]`` ``r + discount * value`` of the leaf."""
+    last edge's parent: ``[B]`` ``r + discount * value`` of the leaf.
+
+    In graph search a new state already in the transposition table is linked
+    to its node instead of being stored (its evaluation is not used: the node
+    already has one)."""
     batch_size, num_actions = tree.batch_size, tree.num_actions
     rows = jnp.arange(batch_size)
     last = jnp.maximum(walk.num_edges - 1, 0)
@@ -294,6 +353,12 @@ def expand(params: Any, rng_key: chex.PRNGKey, tree: Tree, walk: _Walk,
     prior = masked_softmax(output.prior_logits, legal)
 
     store = walk.expand & (tree.num_nodes < tree.max_nodes)
+    if graph is not None:
+        new_hash = graph_lib.state_hash(graph, output, new_embedding, "recurrent_fn output")
+        validation.check_hash("recurrent_fn state hash", new_hash, batch_size)
+        known = graph_lib.lookup(tree, graph.max_probes, new_hash)
+        transposition = walk.expand & (known >= 0)
+        store = store & ~transposition
     # An out-of-range slot makes every write below a no-op for trees that store
     # nothing (full, or the walk ended on an existing node).
     slot = jnp.where(store, tree.num_nodes, tree.max_nodes)
@@ -318,6 +383,22 @@ def expand(params: Any, rng_key: chex.PRNGKey, tree: Tree, walk: _Walk,
     link_parent = jnp.where(store, parent, tree.max_nodes)
     tree = tree.replace(children_index=tree.children_index.at[rows, link_parent, action].set(
         slot, mode="drop"))
+    if graph is not None:
+        tree = tree.replace(node_hash=tree.node_hash.at[rows, slot].set(new_hash, mode="drop"))
+        tree = graph_lib.insert(tree, graph.max_probes, new_hash, slot, store)
+        link_parent = jnp.where(transposition, parent, tree.max_nodes)
+        tree = tree.replace(children_index=tree.children_index.at[
+            rows, link_parent, action].set(known, mode="drop"))
+        if tree.edge_rewards is not None:
+            # Every evaluated edge keeps its own reward, also when full.
+            edge_parent = jnp.where(walk.expand, parent, tree.max_nodes)
+            tree = tree.replace(
+                edge_rewards=tree.edge_rewards.at[rows, edge_parent, action].set(
+                    reward, mode="drop"),
+                edge_discounts=tree.edge_discounts.at[rows, edge_parent, action].set(
+                    discount, mode="drop"))
+        # Graph backup reads every value from the children; nothing to return.
+        return tree, jnp.zeros((batch_size,), jnp.float32)
 
     # The walk ended on an existing node (terminal, or max_depth): its stored
     # value is the leaf value, and it counts one more visit.
@@ -362,4 +443,28 @@ def backup(tree: Tree, walk: _Walk, leaf_return: chex.Array) -> Tree:
     init = (jnp.max(walk.num_edges) - 1, leaf_return, tree.node_visits, tree.node_values,
             tree.edge_visits)
     _, _, visits, values, edge_visits = jax.lax.while_loop(cond, body, init)
+    return tree.replace(node_visits=visits, node_values=values, edge_visits=edge_visits)
+
+
+def backup_graph(tree: Tree, walk: _Walk) -> Tree:
+    """Graph-mode backup: bottom-up along each path, count the edge taken and
+    recompute the node from its children (``jaxpuct.graph.recompute_nodes``).
+    The leaf node itself is not changed. O(B * A) per depth step."""
+    rows = jnp.arange(tree.batch_size)
+
+    def cond(carry):
+        return carry[0] >= 0
+
+    def body(carry):
+        depth, visits, values, edge_visits = carry
+        on_path = depth < walk.num_edges
+        node = walk.path_nodes[:, depth]
+        action = walk.path_actions[:, depth]
+        edge_visits = edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
+        visits, values = graph_lib.recompute_nodes(tree, node, on_path, visits, values,
+                                                   edge_visits)
+        return depth - 1, visits, values, edge_visits
+
+    init = (jnp.max(walk.num_edges) - 1, tree.node_visits, tree.node_values, tree.edge_visits)
+    _, visits, values, edge_visits = jax.lax.while_loop(cond, body, init)
     return tree.replace(node_visits=visits, node_values=values, edge_visits=edge_visits)

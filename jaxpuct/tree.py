@@ -57,6 +57,11 @@ class Tree:
       node_hash: ``[B, N, 2]`` uint32 state hashes (graph search) or ``None``.
       hash_table: ``[B, T]`` int32 transposition table (graph search) or
         ``None``.
+      edge_rewards: ``[B, N, A]`` float32 reward per edge, or ``None``. Only
+        graph search with ``GraphConfig(edge_rewards=True)`` stores them: there
+        a child can be reached through edges with different rewards.
+      edge_discounts: ``[B, N, A]`` float32 discount per edge, or ``None``
+        (stored with ``edge_rewards``).
     """
 
     node_visits: chex.Array
@@ -73,6 +78,8 @@ class Tree:
     num_nodes: chex.Array
     node_hash: chex.Array | None = None
     hash_table: chex.Array | None = None
+    edge_rewards: chex.Array | None = None
+    edge_discounts: chex.Array | None = None
 
     ROOT_INDEX: ClassVar[int] = 0
 
@@ -102,7 +109,7 @@ class Tree:
         ``node_index`` is ``[B]``; edges with no child node read 0.
         """
         children = gather_rows(self.children_index, node_index)
-        return edge_qvalues(self, children)
+        return edge_qvalues(self, node_index, children)
 
     def summary(self) -> SearchSummary:
         """Root statistics: visit counts ``[B, A]``, their normalisation, ``Q(root)``
@@ -123,7 +130,8 @@ class Tree:
         out = {}
         for name in ("node_visits", "raw_values", "node_values", "node_rewards",
                      "node_discounts", "node_terminal", "children_index",
-                     "children_prior", "edge_visits", "node_hash"):
+                     "children_prior", "edge_visits", "node_hash", "edge_rewards",
+                     "edge_discounts"):
             array = getattr(self, name)
             if array is not None:
                 out[name] = array[0, 0].size * array.dtype.itemsize
@@ -140,14 +148,21 @@ def gather_rows(array: chex.Array, index: chex.Array) -> chex.Array:
     return array[jnp.arange(array.shape[0]), index]
 
 
-def edge_qvalues(tree: Tree, children: chex.Array) -> chex.Array:
-    """``[B, A]`` values ``r(child) + discount(child) * Q(child)``; 0 where no child.
+def edge_qvalues(tree: Tree, node: chex.Array, children: chex.Array) -> chex.Array:
+    """``[B, A]`` values ``Q(n, a) = r(n, a) + discount(n, a) * Q(child)``; 0 where no child.
 
-    ``children`` is ``[B, A]`` child indices (negative for none).
+    ``node`` is ``[B]``, ``children`` its ``[B, A]`` child indices (negative
+    for none). Rewards and discounts come from the edge arrays when the tree
+    stores them, else from the child node.
     """
     has_child = children >= 0
     safe = jnp.where(has_child, children, 0)
     rows = jnp.arange(children.shape[0])[:, None]
-    q = (tree.node_rewards[rows, safe]
-         + tree.node_discounts[rows, safe] * tree.node_values[rows, safe])
+    if tree.edge_rewards is not None:
+        reward = gather_rows(tree.edge_rewards, node)
+        discount = gather_rows(tree.edge_discounts, node)
+    else:
+        reward = tree.node_rewards[rows, safe]
+        discount = tree.node_discounts[rows, safe]
+    q = reward + discount * tree.node_values[rows, safe]
     return jnp.where(has_child, q, 0.0)

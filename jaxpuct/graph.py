@@ -1,0 +1,182 @@
+"""Monte-Carlo Graph Search: one node per state, found through a transposition table.
+
+Follows KataGo's graph search (David Wu, "Monte-Carlo Graph Search from First
+Principles", KataGo docs; seed 002 of this project):
+
+* the tree arrays stay as they are, but a child index may point to a node that
+  other edges point to as well;
+* selection uses *edge* visits ``N(n, a)``, kept apart from the child's own
+  count, so visits that reached a child through other parents do not change
+  how this parent explores;
+* the backup is idempotent: walking the path bottom-up, each node increments
+  the edge it took and recomputes itself from its children's current values::
+
+      N(n) = 1 + Σ_a N(n, a)
+      Q(n) = (U(n) + Σ_a N(n, a) · Q(n, a)) / N(n),   Q(n, a) = r + γ · Q(child)
+
+  so a node visited once is consistent with its children whatever happened
+  through other paths; nodes off the path may be stale, which is sound.
+
+Transposition table: per tree, an open-addressing table ``[B, T]`` of node
+indices (``T`` a power of two, at least twice the node capacity), probed
+linearly over at most ``max_probes`` slots from the hash's low bits. Lookups
+and inserts touch ``max_probes`` slots per tree: bounded work, no host
+round-trip, no dynamic shape. A state whose probe window is full is stored but
+not inserted (a lost transposition, never a wrong one).
+
+Hash collisions: two different states with the same 64-bit hash share a node.
+Among ``M`` distinct states in one tree the probability of any collision is
+about ``M**2 / 2**65`` (1e6 states: 3e-8). A collision mixes the statistics of
+the two states in that tree only; it cannot crash the search or touch another
+tree of the batch (tested with a deliberately bad hash).
+
+Rewards: a child can be reached through edges with different rewards and
+discounts (an MDP's ``r(s, a)``), so by default graph search stores them per
+edge (8 more bytes per edge). ``GraphConfig(edge_rewards=False)`` keeps them on
+the child node, as tree search does, which is right when they are a function
+of the state reached (games scored by the final position; then include the
+player to move in the hash).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxpuct.tree import Tree, edge_qvalues, gather_rows
+
+EMPTY_SLOT = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphConfig:
+    """Graph-search options (static; hashable).
+
+    Attributes:
+      stop_at_transposition: when the chosen edge's child already has more
+        visits than the edge (other paths visited it), count the edge visit and
+        end the playout there instead of descending (KataGo's default).
+      edge_rewards: store reward and discount per edge (default; general
+        MDPs) rather than on the child node (saves 8 bytes per edge; right when
+        they depend only on the state reached).
+      max_probes: slots probed per lookup/insert in the transposition table.
+      table_factor: table size is the next power of two >= this times
+        ``max_nodes``.
+      hash_fn: optional ``embedding [B, ...] -> [B, 2] uint32``. When ``None``
+        the hash is read from the ``state_hash`` field of ``RootFnOutput`` and
+        ``RecurrentFnOutput``.
+    """
+
+    stop_at_transposition: bool = True
+    edge_rewards: bool = True
+    max_probes: int = 16
+    table_factor: int = 2
+    hash_fn: Callable[[Any], chex.Array] | None = None
+
+    def __post_init__(self):
+        if not (isinstance(self.max_probes, int) and self.max_probes >= 1):
+            raise ValueError(f"GraphConfig.max_probes must be an int >= 1, got {self.max_probes}.")
+        if not (isinstance(self.table_factor, int) and self.table_factor >= 1):
+            raise ValueError(
+                f"GraphConfig.table_factor must be an int >= 1, got {self.table_factor}.")
+
+    def table_size(self, max_nodes: int) -> int:
+        size = 1
+        while size < self.table_factor * max_nodes:
+            size *= 2
+        return max(size, self.max_probes)
+
+
+def state_hash(config: GraphConfig, output: Any, embedding: Any, what: str) -> chex.Array:
+    """``[B, 2]`` uint32 hash of a state, from ``hash_fn`` or the output's field."""
+    if config.hash_fn is not None:
+        return jnp.asarray(config.hash_fn(embedding)).astype(jnp.uint32)
+    value = getattr(output, "state_hash", None)
+    if value is None:
+        raise ValueError(
+            f"graph search needs a state hash: {what}.state_hash is None and "
+            "GraphConfig.hash_fn is not set.")
+    return value.astype(jnp.uint32)
+
+
+def _probe_slots(table_size: int, max_probes: int, hashes: chex.Array) -> chex.Array:
+    """``[B, P]`` table slots to probe for ``hashes [B, 2]`` (linear probing)."""
+    start = (hashes[:, 0] & jnp.uint32(table_size - 1)).astype(jnp.int32)
+    return (start[:, None] + jnp.arange(max_probes)[None, :]) & (table_size - 1)
+
+
+def lookup(tree: Tree, max_probes: int, hashes: chex.Array) -> chex.Array:
+    """``[B]`` node index holding ``hashes [B, 2]`` in each tree, or -1."""
+    rows = jnp.arange(tree.batch_size)[:, None]
+    slots = _probe_slots(tree.hash_table.shape[1], max_probes, hashes)
+    nodes = tree.hash_table[rows, slots]
+    stored = tree.node_hash[rows, jnp.maximum(nodes, 0)]
+    match = (nodes >= 0) & jnp.all(stored == hashes[:, None, :], axis=-1)
+    first = jnp.argmax(match, axis=-1)
+    return jnp.where(jnp.any(match, axis=-1), nodes[rows[:, 0], first], -1)
+
+
+def insert(tree: Tree, max_probes: int, hashes: chex.Array, nodes: chex.Array,
+           do_insert: chex.Array) -> Tree:
+    """Writes ``nodes [B]`` under ``hashes [B, 2]`` where ``do_insert [B]``, in the
+    first empty slot of the probe window (skipped if the window is full)."""
+    rows = jnp.arange(tree.batch_size)
+    table_size = tree.hash_table.shape[1]
+    slots = _probe_slots(table_size, max_probes, hashes)
+    empty = tree.hash_table[rows[:, None], slots] == EMPTY_SLOT
+    first = slots[rows, jnp.argmax(empty, axis=-1)]
+    ok = do_insert & jnp.any(empty, axis=-1)
+    target = jnp.where(ok, first, table_size)
+    return tree.replace(hash_table=tree.hash_table.at[rows, target].set(nodes, mode="drop"))
+
+
+def empty_table(batch_size: int, table_size: int) -> chex.Array:
+    return jnp.full((batch_size, table_size), EMPTY_SLOT, jnp.int32)
+
+
+def rebuild_hash_table(tree: Tree, max_probes: int = 16) -> Tree:
+    """Rebuilds the transposition table from ``node_hash`` for the used nodes
+    (after compaction by tree reuse). A ``fori_loop`` over node slots: O(N * P)."""
+    if tree.node_hash is None:
+        return tree
+    table = tree.replace(hash_table=empty_table(tree.batch_size, tree.hash_table.shape[1]))
+
+    def body(index, t):
+        hashes = t.node_hash[:, index]
+        used = index < t.num_nodes
+        present = lookup(t, max_probes, hashes) >= 0
+        return insert(t, max_probes, hashes, jnp.full((t.batch_size,), index, jnp.int32),
+                      used & ~present)
+
+    return jax.lax.fori_loop(0, tree.max_nodes, body, table)
+
+
+def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
+                    visits: chex.Array, values: chex.Array,
+                    edge_visits: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """Idempotent update of ``node [B]`` (where ``on_path``): returns the new
+    ``visits`` and ``values`` arrays.
+
+    Terminal nodes keep ``N = 1`` and ``Q = U``. Edges that were visited but
+    have no child (a full graph) count towards ``N(n)`` but cannot contribute
+    a value, so the average runs over the edges with a child.
+    """
+    rows = jnp.arange(tree.batch_size)
+    children = gather_rows(tree.children_index, node)
+    counts = gather_rows(edge_visits, node)
+    view = tree.replace(node_values=values)
+    q = edge_qvalues(view, node, children)
+    weighted = jnp.where(children >= 0, counts, 0).astype(jnp.float32)
+    raw = tree.raw_values[rows, node]
+    terminal = tree.node_terminal[rows, node]
+    new_visits = jnp.where(terminal, 1, 1 + jnp.sum(counts, axis=-1))
+    new_value = (raw + jnp.sum(weighted * q, axis=-1)) / (1.0 + jnp.sum(weighted, axis=-1))
+    new_value = jnp.where(terminal, raw, new_value)
+    visits = visits.at[rows, node].set(jnp.where(on_path, new_visits, visits[rows, node]))
+    values = values.at[rows, node].set(jnp.where(on_path, new_value, values[rows, node]))
+    return visits, values

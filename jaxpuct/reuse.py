@@ -1,0 +1,351 @@
+"""Tree reuse across moves: keep the part of the search below the move played.
+
+After a move is played, the subtree (or, in graph search, the sub-graph) under
+that move already holds a search of the new position: its visits, values and
+priors are still valid. ``subtree`` makes it the new tree, compacted into the
+same fixed-size arrays (``N = max_nodes`` does not change), so that
+``search(..., tree=...)`` / ``alphazero_policy(..., tree=...)`` continue it and
+the next move starts from ``N(child)`` visits instead of one (AlphaGo Zero,
+Silver et al. 2017: "the search tree is reused at subsequent time-steps").
+
+Layout of the returned tree:
+
+* the new root is slot 0; the other kept nodes follow in increasing old slot
+  index (in a tree that keeps every parent before its children, since nodes
+  are created in that order);
+* every node reachable from the new root is kept, with all its statistics:
+  visit count, value, raw value, terminal flag, embedding, the reward and
+  discount of the edge into it, the prior, edge visits and (renumbered) child
+  indices of its edges; an edge visited while the old tree was full keeps its
+  visits and still has no child;
+* the new root's own ``node_rewards``/``node_discounts`` are reset to 0 (the
+  edge into it from the old root no longer exists; ``init_tree`` stores 0
+  there too);
+* ``root_prior`` is the new root's network prior ``children_prior[:, 0]``:
+  no noise is carried over (``alphazero_policy(tree=...)`` draws fresh noise);
+* freed slots are reset to ``init_tree``'s empty state (``UNEXPANDED`` edges,
+  zero visits, priors, values and embeddings) and ``num_nodes`` counts the
+  kept nodes, so the search fills the freed slots with new nodes.
+
+When the move has no child node (the edge is unexpanded -- e.g. it was never
+visited, or only while the tree was full --, illegal, or the action is
+negative, as ``alphazero_policy`` returns at a root with no legal move) there
+is nothing to reuse, and no embedding for the new position either. Those
+elements get ``reused == False`` and a placeholder tree: one terminal root with
+every action illegal, so a search leaves it alone and a policy returns action
+-1. Re-initialise them from the new position with ``subtree_or_init``, which
+picks, per element, the subtree or a fresh ``init_tree(root)``.
+
+Cost: everything is batched and jit-able, with no host round-trip and no loop
+over nodes. Reachability in tree mode uses the parent pointers and pointer
+jumping: one ``[B, N, A]`` scatter, then ``O(log N)`` rounds of ``[B, N]``
+gathers. In graph mode (``tree.node_hash`` set) a node may have several parents
+and edges may even point back up, so reachability is a frontier expansion over
+all edges repeated until nothing changes (one ``[B, N, A]`` scatter per level
+of the sub-graph). Compaction is a handful of ``[B, N]`` and ``[B, N, A]``
+gathers. Nothing is ``O(N^2)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxpuct.search import init_tree
+from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
+
+REACHABILITY_METHODS = ("auto", "pointer_jumping", "frontier")
+
+
+def subtree(tree: Tree, action: chex.Array, *, reachability: str = "auto"
+            ) -> tuple[Tree, chex.Array]:
+    """The subtree under ``action`` played at the root, as a new tree.
+
+    Args:
+      tree: a ``Tree`` (``[B, N, ...]`` arrays).
+      action: ``[B]`` int action played at each root; a negative action means
+        that no move was played (nothing is reused).
+      reachability: ``"auto"`` (pointer jumping for trees, frontier expansion
+        when ``tree.node_hash`` is set), ``"pointer_jumping"`` (trees only:
+        every node has at most one parent) or ``"frontier"`` (any graph).
+
+    Returns:
+      ``(new_tree, reused)``: ``new_tree`` has the same shapes as ``tree``
+      (layout in the module docstring); ``reused [B]`` bool is ``False`` where
+      the action had no child node: those elements hold a placeholder (a
+      terminal root with no legal action and no embedding); see
+      ``subtree_or_init``.
+    """
+    action = jnp.asarray(action)
+    chex.assert_shape(action, (tree.batch_size,))
+    return subtree_path(tree, action[:, None], reachability=reachability)
+
+
+def subtree_path(tree: Tree, actions: chex.Array, *, reachability: str = "auto"
+                 ) -> tuple[Tree, chex.Array]:
+    """The subtree reached by a sequence of moves from the root.
+
+    For example own move then the opponent's reply, ``actions = [[a, b]]``.
+    The moves of row ``b`` are ``actions[b, :k]`` where ``k`` is the position
+    of the first negative entry (``-1`` padding), or ``K``. The walk follows
+    existing child nodes only; ``reused[b]`` is ``False`` when one of those
+    moves has no child node, or when the row is empty (its first entry is
+    negative: no move was played). ``subtree(tree, a)`` is
+    ``subtree_path(tree, a[:, None])``.
+
+    Args:
+      tree: a ``Tree``.
+      actions: ``[B, K]`` int moves, ``-1`` padded.
+      reachability: see ``subtree``.
+
+    Returns:
+      ``(new_tree, reused [B] bool)`` as for ``subtree``.
+    """
+    new_tree, reused = _subtree_path(tree, actions, reachability)
+    return _rebuild_hash_table(new_tree), reused
+
+
+def subtree_or_init(
+    tree: Tree,
+    action: chex.Array,
+    root: Any,
+    *,
+    invalid_actions: chex.Array | None = None,
+    root_prior: chex.Array | None = None,
+    reachability: str = "auto",
+) -> tuple[Tree, chex.Array]:
+    """``subtree`` where the move has a child node, a fresh tree elsewhere.
+
+    The usual self-play step: after playing ``action``, pass the new
+    position's ``root`` (as for ``search``); elements whose move was searched
+    continue their subtree, the others (an unexpanded or illegal move, a
+    negative action, e.g. after a game was reset) start from
+    ``init_tree(root, max_nodes, root_prior, invalid_actions)``.
+
+    Args:
+      tree: a ``Tree``.
+      action: ``[B]`` or ``[B, K]`` (a move sequence, as ``subtree_path``).
+      root: ``RootFnOutput`` of the new positions (``[B, A]`` prior logits,
+        ``[B]`` value, ``[B, ...]`` embedding, optional legal mask and, in
+        graph mode, ``state_hash``). Only read for the elements not reused.
+      invalid_actions: optional ``[B, A]`` for the fresh roots (pass it to the
+        search too to mask the reused ones: ``alphazero_policy(tree=...,
+        invalid_actions=...)`` does).
+      root_prior: optional ``[B, A]`` prior for the fresh roots.
+      reachability: see ``subtree``.
+
+    Returns:
+      ``(new_tree, reused [B] bool)``, same shapes as ``tree``.
+    """
+    action = jnp.asarray(action)
+    actions = action[:, None] if action.ndim == 1 else action
+    reused_tree, reused = _subtree_path(tree, actions, reachability)
+    fresh = init_tree(root, tree.max_nodes, root_prior, invalid_actions)
+    if tree.is_graph:
+        # Match the graph fields so the two trees select leaf by leaf; the
+        # hash table is rebuilt below in any case.
+        if fresh.node_hash is None:
+            state_hash = getattr(root, "state_hash", None)
+            if state_hash is None:
+                raise ValueError("subtree_or_init on a graph-search tree needs "
+                                 "root.state_hash.")
+            fresh = fresh.replace(
+                node_hash=jnp.zeros_like(tree.node_hash).at[:, 0].set(state_hash))
+        fresh = fresh.replace(hash_table=reused_tree.hash_table)
+    new_tree = jax.tree.map(
+        lambda old, new: jnp.where(_expand_as(reused, old), old, new), reused_tree, fresh)
+    return _rebuild_hash_table(new_tree), reused
+
+
+def reachable(tree: Tree, start: chex.Array, method: str = "auto") -> chex.Array:
+    """``[B, N]`` bool: the used nodes reachable from ``start [B]`` along child edges.
+
+    ``start`` itself is included. ``method``: ``"pointer_jumping"`` (trees:
+    each node has at most one parent; ``O(B N A + B N log N)``), ``"frontier"``
+    (any graph, cycles included: ``O(B N A)`` per level), ``"auto"`` (the
+    former unless ``tree.node_hash`` is set).
+    """
+    if method not in REACHABILITY_METHODS:
+        raise ValueError(f"reachability must be one of {REACHABILITY_METHODS}, got {method!r}.")
+    if method == "auto":
+        method = "frontier" if tree.is_graph else "pointer_jumping"
+    start = jnp.asarray(start, jnp.int32)
+    children = _used_children(tree)
+    if method == "pointer_jumping":
+        return _reachable_pointer_jumping(children, start)
+    return _reachable_frontier(children, start)
+
+
+# ----------------------------------------------------------------------------------
+
+
+def _expand_as(flag: chex.Array, array: chex.Array) -> chex.Array:
+    """``flag`` with trailing axes added to broadcast against ``array``."""
+    return flag.reshape(flag.shape + (1,) * (array.ndim - flag.ndim))
+
+
+def _used_children(tree: Tree) -> chex.Array:
+    """``[B, N, A]`` child indices, negative for none and in unused slots."""
+    used = jnp.arange(tree.max_nodes)[None, :] < tree.num_nodes[:, None]
+    return jnp.where(used[:, :, None], tree.children_index, UNEXPANDED)
+
+
+def _reachable_pointer_jumping(children: chex.Array, start: chex.Array) -> chex.Array:
+    batch_size, num_nodes, _ = children.shape
+    rows = jnp.arange(batch_size)[:, None, None]
+    node_ids = jnp.broadcast_to(jnp.arange(num_nodes, dtype=jnp.int32)[None, :, None],
+                                children.shape)
+    # parent[b, c] = n for the edge n -> c; -1 for the root and unused slots.
+    parent = jnp.full((batch_size, num_nodes), -1, jnp.int32).at[
+        rows, jnp.where(children >= 0, children, num_nodes)].set(node_ids, mode="drop")
+    own = jnp.broadcast_to(jnp.arange(num_nodes, dtype=jnp.int32), (batch_size, num_nodes))
+    # Every node jumps towards its ancestors and stops at `start` or at a node
+    # with no parent. Each round doubles the distance jumped: after
+    # ceil(log2(N)) rounds (fewer when the tree is shallow) every node has
+    # reached its top-most stop.
+    jump = jnp.where((parent < 0) | (own == start[:, None]), own, parent)
+    batch = jnp.arange(batch_size)[:, None]
+    # In a tree, paths are at most N - 1 edges long: ceil(log2(N)) rounds reach
+    # every stop. The bound also ends the loop on input that is not a tree.
+    max_rounds = max(1, (num_nodes - 1).bit_length())
+
+    def cond(carry):
+        rounds, _, changed = carry
+        return changed & (rounds < max_rounds)
+
+    def body(carry):
+        rounds, jump, _ = carry
+        new = jump[batch, jump]
+        return rounds + 1, new, jnp.any(new != jump)
+
+    _, jump, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), jump, jnp.bool_(True)))
+    return jump == start[:, None]
+
+
+def _reachable_frontier(children: chex.Array, start: chex.Array) -> chex.Array:
+    batch_size, num_nodes, _ = children.shape
+    rows = jnp.arange(batch_size)[:, None, None]
+    reach = jnp.zeros((batch_size, num_nodes), jnp.bool_).at[
+        jnp.arange(batch_size), start].set(True)
+
+    def cond(carry):
+        _, changed = carry
+        return changed
+
+    def body(carry):
+        reach, _ = carry
+        targets = jnp.where(reach[:, :, None] & (children >= 0), children, num_nodes)
+        new = reach.at[rows, targets].set(True, mode="drop")
+        return new, jnp.any(new != reach)
+
+    # At most one round per level of the sub-graph, plus one to see no change.
+    reach, _ = jax.lax.while_loop(cond, body, (reach, jnp.bool_(True)))
+    return reach
+
+
+def _walk(tree: Tree, actions: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """``(node [B], found [B])``: the node reached by the non-negative prefix of
+    ``actions [B, K]``; ``found`` is False for an empty prefix or a missing child."""
+    batch_size, num_steps = actions.shape
+    rows = jnp.arange(batch_size)
+    actions = actions.astype(jnp.int32)
+    node = jnp.zeros((batch_size,), jnp.int32)
+    found = actions[:, 0] >= 0
+    active = found
+    # K is small and static (a move or two): unrolled.
+    for k in range(num_steps):
+        action = actions[:, k]
+        active = active & (action >= 0)
+        in_range = (action >= 0) & (action < tree.num_actions)
+        child = tree.children_index[rows, node, jnp.where(in_range, action, 0)]
+        ok = in_range & (child >= 0)
+        found = found & (~active | ok)
+        node = jnp.where(active & ok, child, node)
+        active = active & ok
+    found = found & (tree.num_nodes > 0)
+    return node, found
+
+
+def _subtree_path(tree: Tree, actions: chex.Array, reachability: str
+                  ) -> tuple[Tree, chex.Array]:
+    actions = jnp.asarray(actions)
+    chex.assert_rank(actions, 2)
+    chex.assert_axis_dimension(actions, 0, tree.batch_size)
+    new_root, reused = _walk(tree, actions)
+    keep = reachable(tree, new_root, reachability) & reused[:, None]
+    return _compact(tree, new_root, keep, reused), reused
+
+
+def _compact(tree: Tree, new_root: chex.Array, keep: chex.Array, reused: chex.Array) -> Tree:
+    """Moves the kept nodes to the front (``new_root`` first, then increasing
+    old index), remaps child indices and resets every other slot."""
+    batch_size, num_nodes = tree.batch_size, tree.max_nodes
+    batch = jnp.arange(batch_size)[:, None]
+    own = jnp.arange(num_nodes, dtype=jnp.int32)[None, :]
+    is_root = own == new_root[:, None]
+    others = keep & ~is_root
+    # new_index[b, n]: the new slot of kept node n (root 0, others after it).
+    new_index = jnp.where(is_root, 0, jnp.cumsum(others, axis=1, dtype=jnp.int32))
+    new_index = jnp.where(keep, new_index, num_nodes)
+    count = jnp.sum(keep, axis=1, dtype=jnp.int32)
+    # old_of_new[b, j]: the old slot moved to new slot j (N where none).
+    old_of_new = jnp.full((batch_size, num_nodes), num_nodes, jnp.int32).at[
+        batch, new_index].set(jnp.broadcast_to(own, (batch_size, num_nodes)), mode="drop")
+    live = own < count[:, None]  # new slots that hold a kept node
+    source = jnp.where(live, old_of_new, 0)
+
+    def move(array, fill):
+        gathered = array[batch, source]
+        return jnp.where(_expand_as(live, gathered), gathered, jnp.asarray(fill, array.dtype))
+
+    children = tree.children_index[batch, source]  # [B, N, A]
+    remapped = jnp.take_along_axis(
+        new_index, jnp.where(children >= 0, children, 0).reshape(batch_size, -1),
+        axis=1).reshape(children.shape)
+    children = jnp.where(children >= 0, remapped, children)
+    children = jnp.where(live[:, :, None], children, UNEXPANDED)
+
+    placeholder = ~reused
+    at_root = own == 0
+    # Root of an element with nothing to reuse: terminal, no legal action.
+    children = jnp.where((placeholder[:, None] & at_root)[:, :, None], ILLEGAL, children)
+    root_extra = at_root & placeholder[:, None]
+
+    node_rewards = jnp.where(at_root, 0.0, move(tree.node_rewards, 0.0))
+    node_discounts = jnp.where(at_root, 0.0, move(tree.node_discounts, 0.0))
+    new = tree.replace(
+        node_visits=jnp.where(root_extra, 1, move(tree.node_visits, 0)),
+        raw_values=move(tree.raw_values, 0.0),
+        node_values=move(tree.node_values, 0.0),
+        node_rewards=node_rewards,
+        node_discounts=node_discounts,
+        node_terminal=move(tree.node_terminal, False) | root_extra,
+        embeddings=jax.tree.map(lambda x: move(x, 0), tree.embeddings),
+        children_index=children.astype(tree.children_index.dtype),
+        children_prior=move(tree.children_prior, 0.0),
+        edge_visits=move(tree.edge_visits, 0),
+        num_nodes=jnp.where(reused, count, 1).astype(tree.num_nodes.dtype),
+        node_hash=None if tree.node_hash is None else move(tree.node_hash, 0),
+    )
+    return new.replace(root_prior=new.children_prior[:, 0])
+
+
+def _rebuild_hash_table(tree: Tree) -> Tree:
+    """Graph mode: the transposition table indexes slots, so it is rebuilt
+    after the slots moved. Tree mode: nothing to do."""
+    if tree.node_hash is None:
+        return tree
+    try:
+        # jaxpuct.graph is the graph-search module; rebuild_hash_table(tree)
+        # returns the tree with `hash_table` recomputed from `node_hash` and
+        # `num_nodes`.
+        from jaxpuct.graph import rebuild_hash_table
+    except ImportError as error:  # pragma: no cover - until graph search lands
+        raise NotImplementedError(
+            "Reusing a graph-search tree needs jaxpuct.graph.rebuild_hash_table "
+            "(to re-index the transposition table after compaction); it is not "
+            "available in this version.") from error
+    return rebuild_hash_table(tree)
