@@ -79,19 +79,17 @@ class Environment:
 
 
 def mask_logits(logits: jax.Array, legal: jax.Array) -> jax.Array:
-    """Gives illegal actions the lowest finite logit (prior 0, no NaN).
+    """Gives illegal actions the lowest finite logit (prior 0, and no NaN).
 
     Args:
       logits: ``[B, A]`` float.
       legal: ``[B, A]`` bool.
 
     Returns:
-      ``[B, A]`` logits, shifted so that each row's largest legal logit is 0
-      (softmax is unchanged). A row with no legal action becomes uniform.
+      ``[B, A]``: ``logits`` where legal, ``finfo.min`` elsewhere. A row with no
+      legal action becomes uniform under softmax.
     """
-    low = jnp.finfo(logits.dtype).min
-    top = jnp.max(jnp.where(legal, logits, low), axis=-1, keepdims=True)
-    return jnp.where(legal, logits - top, low)
+    return jnp.where(legal, logits, jnp.finfo(logits.dtype).min)
 
 
 def _evaluate(apply_fn: ApplyFn, env: Environment, params: Params,

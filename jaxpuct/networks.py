@@ -42,6 +42,7 @@ and JAX transformations": split/merge is the documented bridge to plain JAX.)
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Literal
 
@@ -54,7 +55,7 @@ _NORMS = ("layer", "batch")
 
 
 def _check_positive(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
@@ -69,6 +70,8 @@ class _Norm(nnx.Module):
     def __init__(self, num_features: int, norm: Norm, *, rngs: nnx.Rngs):
         self.is_batch = norm == "batch"
         if self.is_batch:
+            # Momentum 0.9 rather than Flax's 0.99: the running averages follow a
+            # network that changes between self-play iterations within fewer steps.
             self.layer = nnx.BatchNorm(num_features, momentum=0.9, rngs=rngs)
         else:
             self.layer = nnx.LayerNorm(num_features, rngs=rngs)
@@ -144,8 +147,8 @@ class ResNetPolicyValue(nnx.Module):
             _check_positive(name, value)
         _check_norm(norm)
 
-        self.num_actions = num_actions
-        self.obs_shape = obs_shape
+        self.num_actions = int(num_actions)
+        self.obs_shape = obs_shape = tuple(int(d) for d in obs_shape)
         height, width, in_channels = obs_shape
         self.stem_conv = nnx.Conv(in_channels, channels, (3, 3), use_bias=False, rngs=rngs)
         self.stem_norm = _Norm(channels, norm, rngs=rngs)
@@ -207,7 +210,7 @@ class MLPPolicyValue(nnx.Module):
         hidden: Sequence[int] = (64, 64),
         rngs: nnx.Rngs,
     ):
-        dims = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
+        dims = (obs_shape,) if isinstance(obs_shape, numbers.Integral) else tuple(obs_shape)
         if not dims:
             raise ValueError("obs_shape must not be empty")
         for size in dims:
@@ -219,8 +222,8 @@ class MLPPolicyValue(nnx.Module):
         for width in hidden:
             _check_positive("hidden widths", width)
 
-        self.num_actions = num_actions
-        self.obs_shape = dims
+        self.num_actions = int(num_actions)
+        self.obs_shape = dims = tuple(int(d) for d in dims)
         self.obs_size = math.prod(dims)
         widths = (self.obs_size,) + hidden
         self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs)
