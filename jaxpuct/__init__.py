@@ -8,6 +8,7 @@ whole batch. The interface follows ``mctx`` (DeepMind), so an mctx
 
 from jaxpuct.graph import GraphConfig, rebuild_hash_table
 from jaxpuct.policies import alphazero_policy, dirichlet_noise, value_weighted_policy, visit_policy
+from jaxpuct.reuse import subtree, subtree_or_init, subtree_path
 from jaxpuct.search import init_tree, masked_softmax, search
 from jaxpuct.selection import PUCTConfig, completed_qvalues, puct_scores
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
@@ -33,6 +34,9 @@ __all__ = [
     "puct_scores",
     "rebuild_hash_table",
     "search",
+    "subtree",
+    "subtree_or_init",
+    "subtree_path",
     "value_weighted_policy",
     "visit_policy",
 ]

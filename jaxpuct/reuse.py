@@ -21,6 +21,9 @@ Layout of the returned tree:
 * the new root's own ``node_rewards``/``node_discounts`` are reset to 0 (the
   edge into it from the old root no longer exists; ``init_tree`` stores 0
   there too);
+* graph search: node hashes and per-edge rewards and discounts move with their
+  nodes, and the transposition table is rebuilt for the new slots
+  (``jaxpuct.graph.rebuild_hash_table``);
 * ``root_prior`` is the new root's network prior ``children_prior[:, 0]``:
   no noise is carried over (``alphazero_policy(tree=...)`` draws fresh noise);
 * freed slots are reset to ``init_tree``'s empty state (``UNEXPANDED`` edges,
@@ -42,8 +45,10 @@ jumping: one ``[B, N, A]`` scatter, then ``O(log N)`` rounds of ``[B, N]``
 gathers. In graph mode (``tree.node_hash`` set) a node may have several parents
 and edges may even point back up, so reachability is a frontier expansion over
 all edges repeated until nothing changes (one ``[B, N, A]`` scatter per level
-of the sub-graph). Compaction is a handful of ``[B, N]`` and ``[B, N, A]``
-gathers. Nothing is ``O(N^2)``.
+of the sub-graph), and the transposition table is rebuilt (``N`` sequential
+``[B]``-wide inserts). Compaction is a handful of ``[B, N]`` and ``[B, N, A]``
+gathers. Nothing is ``O(N^2)``. ``python -m benchmarks.reuse_cost`` measures
+it against one search.
 """
 
 from __future__ import annotations
@@ -54,14 +59,16 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import graph as graph_lib
+from jaxpuct.graph import GraphConfig
 from jaxpuct.search import init_tree
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 
 REACHABILITY_METHODS = ("auto", "pointer_jumping", "frontier")
 
 
-def subtree(tree: Tree, action: chex.Array, *, reachability: str = "auto"
-            ) -> tuple[Tree, chex.Array]:
+def subtree(tree: Tree, action: chex.Array, *, reachability: str = "auto",
+            graph: GraphConfig | None = None) -> tuple[Tree, chex.Array]:
     """The subtree under ``action`` played at the root, as a new tree.
 
     Args:
@@ -71,6 +78,9 @@ def subtree(tree: Tree, action: chex.Array, *, reachability: str = "auto"
       reachability: ``"auto"`` (pointer jumping for trees, frontier expansion
         when ``tree.node_hash`` is set), ``"pointer_jumping"`` (trees only:
         every node has at most one parent) or ``"frontier"`` (any graph).
+      graph: graph search only: the ``GraphConfig`` the search runs with (its
+        ``max_probes`` is used to rebuild the transposition table; default
+        ``GraphConfig()``). Ignored for trees.
 
     Returns:
       ``(new_tree, reused)``: ``new_tree`` has the same shapes as ``tree``
@@ -81,11 +91,11 @@ def subtree(tree: Tree, action: chex.Array, *, reachability: str = "auto"
     """
     action = jnp.asarray(action)
     chex.assert_shape(action, (tree.batch_size,))
-    return subtree_path(tree, action[:, None], reachability=reachability)
+    return subtree_path(tree, action[:, None], reachability=reachability, graph=graph)
 
 
-def subtree_path(tree: Tree, actions: chex.Array, *, reachability: str = "auto"
-                 ) -> tuple[Tree, chex.Array]:
+def subtree_path(tree: Tree, actions: chex.Array, *, reachability: str = "auto",
+                 graph: GraphConfig | None = None) -> tuple[Tree, chex.Array]:
     """The subtree reached by a sequence of moves from the root.
 
     For example own move then the opponent's reply, ``actions = [[a, b]]``.
@@ -100,12 +110,13 @@ def subtree_path(tree: Tree, actions: chex.Array, *, reachability: str = "auto"
       tree: a ``Tree``.
       actions: ``[B, K]`` int moves, ``-1`` padded.
       reachability: see ``subtree``.
+      graph: see ``subtree``.
 
     Returns:
       ``(new_tree, reused [B] bool)`` as for ``subtree``.
     """
     new_tree, reused = _subtree_path(tree, actions, reachability)
-    return _rebuild_hash_table(new_tree), reused
+    return _rebuild_hash_table(new_tree, graph), reused
 
 
 def subtree_or_init(
@@ -116,6 +127,7 @@ def subtree_or_init(
     invalid_actions: chex.Array | None = None,
     root_prior: chex.Array | None = None,
     reachability: str = "auto",
+    graph: GraphConfig | None = None,
 ) -> tuple[Tree, chex.Array]:
     """``subtree`` where the move has a child node, a fresh tree elsewhere.
 
@@ -130,12 +142,14 @@ def subtree_or_init(
       action: ``[B]`` or ``[B, K]`` (a move sequence, as ``subtree_path``).
       root: ``RootFnOutput`` of the new positions (``[B, A]`` prior logits,
         ``[B]`` value, ``[B, ...]`` embedding, optional legal mask and, in
-        graph mode, ``state_hash``). Only read for the elements not reused.
+        graph mode, ``state_hash`` unless ``graph.hash_fn`` is set). Only
+        read for the elements not reused.
       invalid_actions: optional ``[B, A]`` for the fresh roots (pass it to the
         search too to mask the reused ones: ``alphazero_policy(tree=...,
         invalid_actions=...)`` does).
       root_prior: optional ``[B, A]`` prior for the fresh roots.
       reachability: see ``subtree``.
+      graph: see ``subtree``; its ``hash_fn``, if set, hashes the fresh roots.
 
     Returns:
       ``(new_tree, reused [B] bool)``, same shapes as ``tree``.
@@ -145,19 +159,20 @@ def subtree_or_init(
     reused_tree, reused = _subtree_path(tree, actions, reachability)
     fresh = init_tree(root, tree.max_nodes, root_prior, invalid_actions)
     if tree.is_graph:
-        # Match the graph fields so the two trees select leaf by leaf; the
-        # hash table is rebuilt below in any case.
-        if fresh.node_hash is None:
-            state_hash = getattr(root, "state_hash", None)
-            if state_hash is None:
-                raise ValueError("subtree_or_init on a graph-search tree needs "
-                                 "root.state_hash.")
-            fresh = fresh.replace(
-                node_hash=jnp.zeros_like(tree.node_hash).at[:, 0].set(state_hash))
-        fresh = fresh.replace(hash_table=reused_tree.hash_table)
+        # The graph fields of a fresh root, shaped like the reused tree's (the
+        # transposition table is rebuilt below for every element).
+        config = GraphConfig() if graph is None else graph
+        root_hash = graph_lib.state_hash(config, root, root.embedding, "root")
+        fresh = fresh.replace(
+            node_hash=jnp.zeros_like(tree.node_hash).at[:, 0].set(root_hash),
+            hash_table=reused_tree.hash_table,
+            edge_rewards=None if tree.edge_rewards is None else jnp.zeros_like(
+                tree.edge_rewards),
+            edge_discounts=None if tree.edge_discounts is None else jnp.zeros_like(
+                tree.edge_discounts))
     new_tree = jax.tree.map(
         lambda old, new: jnp.where(_expand_as(reused, old), old, new), reused_tree, fresh)
-    return _rebuild_hash_table(new_tree), reused
+    return _rebuild_hash_table(new_tree, graph), reused
 
 
 def reachable(tree: Tree, start: chex.Array, method: str = "auto") -> chex.Array:
@@ -193,23 +208,36 @@ def _used_children(tree: Tree) -> chex.Array:
     return jnp.where(used[:, :, None], tree.children_index, UNEXPANDED)
 
 
+def _flat_targets(children: chex.Array, mask: chex.Array | None = None) -> chex.Array:
+    """``[B * N * A]`` flat indices ``b * N + child`` of the edges with a child
+    (and ``mask``), ``B * N`` (out of range) elsewhere.
+
+    Scatters into a flat ``[B * N]`` array run about twice as fast on CPU as
+    the same scatter with a separate batch index."""
+    batch_size, num_nodes, _ = children.shape
+    has_child = children >= 0
+    if mask is not None:
+        has_child = has_child & mask[:, :, None]
+    base = (jnp.arange(batch_size, dtype=jnp.int32) * num_nodes)[:, None, None]
+    return jnp.where(has_child, children + base, batch_size * num_nodes).reshape(-1)
+
+
 def _reachable_pointer_jumping(children: chex.Array, start: chex.Array) -> chex.Array:
     batch_size, num_nodes, _ = children.shape
-    rows = jnp.arange(batch_size)[:, None, None]
     node_ids = jnp.broadcast_to(jnp.arange(num_nodes, dtype=jnp.int32)[None, :, None],
-                                children.shape)
+                                children.shape).reshape(-1)
     # parent[b, c] = n for the edge n -> c; -1 for the root and unused slots.
-    parent = jnp.full((batch_size, num_nodes), -1, jnp.int32).at[
-        rows, jnp.where(children >= 0, children, num_nodes)].set(node_ids, mode="drop")
+    # (The one O(B N A) step; a stored parent array would make it O(B N).)
+    parent = jnp.full((batch_size * num_nodes,), -1, jnp.int32).at[
+        _flat_targets(children)].set(node_ids, mode="drop").reshape(batch_size, num_nodes)
     own = jnp.broadcast_to(jnp.arange(num_nodes, dtype=jnp.int32), (batch_size, num_nodes))
     # Every node jumps towards its ancestors and stops at `start` or at a node
-    # with no parent. Each round doubles the distance jumped: after
-    # ceil(log2(N)) rounds (fewer when the tree is shallow) every node has
-    # reached its top-most stop.
+    # with no parent. Each round doubles the distance jumped.
     jump = jnp.where((parent < 0) | (own == start[:, None]), own, parent)
     batch = jnp.arange(batch_size)[:, None]
     # In a tree, paths are at most N - 1 edges long: ceil(log2(N)) rounds reach
-    # every stop. The bound also ends the loop on input that is not a tree.
+    # every stop (fewer when the tree is shallow: the loop ends when nothing
+    # moves). The bound also ends the loop on input that is not a tree.
     max_rounds = max(1, (num_nodes - 1).bit_length())
 
     def cond(carry):
@@ -227,7 +255,6 @@ def _reachable_pointer_jumping(children: chex.Array, start: chex.Array) -> chex.
 
 def _reachable_frontier(children: chex.Array, start: chex.Array) -> chex.Array:
     batch_size, num_nodes, _ = children.shape
-    rows = jnp.arange(batch_size)[:, None, None]
     reach = jnp.zeros((batch_size, num_nodes), jnp.bool_).at[
         jnp.arange(batch_size), start].set(True)
 
@@ -237,11 +264,12 @@ def _reachable_frontier(children: chex.Array, start: chex.Array) -> chex.Array:
 
     def body(carry):
         reach, _ = carry
-        targets = jnp.where(reach[:, :, None] & (children >= 0), children, num_nodes)
-        new = reach.at[rows, targets].set(True, mode="drop")
+        new = reach.reshape(-1).at[_flat_targets(children, reach)].set(
+            True, mode="drop").reshape(batch_size, num_nodes)
         return new, jnp.any(new != reach)
 
-    # At most one round per level of the sub-graph, plus one to see no change.
+    # One round per level of the sub-graph, plus one that sees no change; at
+    # most N rounds (each adds a node), cycles included.
     reach, _ = jax.lax.while_loop(cond, body, (reach, jnp.bool_(True)))
     return reach
 
@@ -291,61 +319,58 @@ def _compact(tree: Tree, new_root: chex.Array, keep: chex.Array, reused: chex.Ar
     new_index = jnp.where(is_root, 0, jnp.cumsum(others, axis=1, dtype=jnp.int32))
     new_index = jnp.where(keep, new_index, num_nodes)
     count = jnp.sum(keep, axis=1, dtype=jnp.int32)
-    # old_of_new[b, j]: the old slot moved to new slot j (N where none).
-    old_of_new = jnp.full((batch_size, num_nodes), num_nodes, jnp.int32).at[
+    # source[b, j]: the old slot moved to new slot j; out of range (N) where
+    # none, so that the gathers below fill those slots with the empty state.
+    source = jnp.full((batch_size, num_nodes), num_nodes, jnp.int32).at[
         batch, new_index].set(jnp.broadcast_to(own, (batch_size, num_nodes)), mode="drop")
-    live = own < count[:, None]  # new slots that hold a kept node
-    source = jnp.where(live, old_of_new, 0)
+    flat_source = jnp.where(source < num_nodes, source + batch * num_nodes,
+                            batch_size * num_nodes).reshape(-1)
 
     def move(array, fill):
-        gathered = array[batch, source]
-        return jnp.where(_expand_as(live, gathered), gathered, jnp.asarray(fill, array.dtype))
+        # A gather of whole rows from the flattened [B * N, ...] array.
+        flat = array.reshape((batch_size * num_nodes,) + array.shape[2:])
+        moved = flat.at[flat_source].get(mode="fill", fill_value=fill)
+        return moved.reshape(array.shape)
 
-    children = tree.children_index[batch, source]  # [B, N, A]
-    remapped = jnp.take_along_axis(
-        new_index, jnp.where(children >= 0, children, 0).reshape(batch_size, -1),
-        axis=1).reshape(children.shape)
-    children = jnp.where(children >= 0, remapped, children)
-    children = jnp.where(live[:, :, None], children, UNEXPANDED)
+    # Child codes through one lookup table per tree: entry c + 2 holds the new
+    # index of old node c, entries 0 and 1 keep ILLEGAL and UNEXPANDED.
+    codes = jnp.broadcast_to(jnp.array([ILLEGAL, UNEXPANDED], jnp.int32), (batch_size, 2))
+    table = jnp.concatenate([codes, new_index], axis=1).reshape(-1)
+    table_base = (jnp.arange(batch_size, dtype=jnp.int32) * (num_nodes + 2))[:, None, None]
+    children = move(tree.children_index, UNEXPANDED)
+    children = table[children + 2 + table_base]
 
-    placeholder = ~reused
-    at_root = own == 0
-    # Root of an element with nothing to reuse: terminal, no legal action.
-    children = jnp.where((placeholder[:, None] & at_root)[:, :, None], ILLEGAL, children)
-    root_extra = at_root & placeholder[:, None]
-
-    node_rewards = jnp.where(at_root, 0.0, move(tree.node_rewards, 0.0))
-    node_discounts = jnp.where(at_root, 0.0, move(tree.node_discounts, 0.0))
+    # An element with nothing to reuse gets a placeholder root: terminal, no
+    # legal action, one visit. (Selects over whole arrays, not `.at[:, 0].set`:
+    # they fuse with the gathers above, where an update slice costs a copy.)
+    at_root = jnp.broadcast_to(own == 0, (batch_size, num_nodes))
+    placeholder = at_root & ~reused[:, None]
+    children = jnp.where(placeholder[:, :, None], ILLEGAL, children)
     new = tree.replace(
-        node_visits=jnp.where(root_extra, 1, move(tree.node_visits, 0)),
+        node_visits=jnp.where(placeholder, 1, move(tree.node_visits, 0)),
         raw_values=move(tree.raw_values, 0.0),
         node_values=move(tree.node_values, 0.0),
-        node_rewards=node_rewards,
-        node_discounts=node_discounts,
-        node_terminal=move(tree.node_terminal, False) | root_extra,
+        node_rewards=jnp.where(at_root, 0.0, move(tree.node_rewards, 0.0)),
+        node_discounts=jnp.where(at_root, 0.0, move(tree.node_discounts, 0.0)),
+        node_terminal=move(tree.node_terminal, False) | placeholder,
         embeddings=jax.tree.map(lambda x: move(x, 0), tree.embeddings),
         children_index=children.astype(tree.children_index.dtype),
         children_prior=move(tree.children_prior, 0.0),
         edge_visits=move(tree.edge_visits, 0),
         num_nodes=jnp.where(reused, count, 1).astype(tree.num_nodes.dtype),
         node_hash=None if tree.node_hash is None else move(tree.node_hash, 0),
+        edge_rewards=None if tree.edge_rewards is None else move(tree.edge_rewards, 0.0),
+        edge_discounts=(None if tree.edge_discounts is None
+                        else move(tree.edge_discounts, 0.0)),
     )
     return new.replace(root_prior=new.children_prior[:, 0])
 
 
-def _rebuild_hash_table(tree: Tree) -> Tree:
+def _rebuild_hash_table(tree: Tree, graph: GraphConfig | None) -> Tree:
     """Graph mode: the transposition table indexes slots, so it is rebuilt
-    after the slots moved. Tree mode: nothing to do."""
+    after the slots moved (``jaxpuct.graph.rebuild_hash_table``, O(B N P)).
+    Tree mode: nothing to do."""
     if tree.node_hash is None:
         return tree
-    try:
-        # jaxpuct.graph is the graph-search module; rebuild_hash_table(tree)
-        # returns the tree with `hash_table` recomputed from `node_hash` and
-        # `num_nodes`.
-        from jaxpuct.graph import rebuild_hash_table
-    except ImportError as error:  # pragma: no cover - until graph search lands
-        raise NotImplementedError(
-            "Reusing a graph-search tree needs jaxpuct.graph.rebuild_hash_table "
-            "(to re-index the transposition table after compaction); it is not "
-            "available in this version.") from error
-    return rebuild_hash_table(tree)
+    config = GraphConfig() if graph is None else graph
+    return graph_lib.rebuild_hash_table(tree, config.max_probes)
