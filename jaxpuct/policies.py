@@ -180,11 +180,6 @@ def alphazero_policy(
     noised = prior
     if not (isinstance(dirichlet_fraction, numbers.Real) and dirichlet_fraction == 0):
         noised = dirichlet_noise(noise_keys, prior, legal, dirichlet_fraction, dirichlet_alpha)
-    if tree is not None:
-        tree = tree.replace(
-            root_prior=noised,
-            children_index=tree.children_index.at[:, 0].set(
-                jnp.where(legal, tree.children_index[:, 0], ILLEGAL)))
 
     search_tree = search(
         params, rng_key, root, recurrent_fn, num_simulations,

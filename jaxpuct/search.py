@@ -188,7 +188,9 @@ def search(
       selection: the PUCT rule.
       invalid_actions: optional ``[B, A]`` bool mask of root actions not to take.
       root_prior: optional ``[B, A]`` root prior to select with (noise).
-      tree: optional tree to continue searching (simulations add to it).
+      tree: optional tree to continue searching (simulations add to it);
+        ``invalid_actions`` and ``root_prior`` then apply to its root (an
+        action made invalid loses its subtree from the root's view).
       graph: ``GraphConfig`` for Monte-Carlo graph search (see
         ``jaxpuct.graph``), ``None`` for tree search. A walk that would re-enter
         a node already on its own path stops before it: the edge is counted and
@@ -207,6 +209,7 @@ def search(
         embedding_like = root.embedding
     else:
         embedding_like = jax.tree.map(lambda x: x[:, 0], tree.embeddings)
+        tree = _restrict_root(tree, invalid_actions, root_prior)
     if graph is not None and not isinstance(graph, GraphConfig):
         raise ValueError(f"graph must be a GraphConfig or None, got {type(graph).__name__}.")
     if (graph is not None) != tree.is_graph:
@@ -235,6 +238,25 @@ def search(
     marks = None if graph is None else jnp.full(tree.node_visits.shape, -1, jnp.int32)
     tree, _ = jax.lax.fori_loop(0, num_simulations, simulate, (tree, marks))
     return tree
+
+
+def _restrict_root(tree: Tree, invalid_actions: chex.Array | None,
+                   root_prior: chex.Array | None) -> Tree:
+    """Applies a new root mask and root prior to an existing tree."""
+    shape = (tree.batch_size, tree.num_actions)
+    children = tree.children_index[:, 0]
+    if invalid_actions is not None:
+        validation.check_shape("invalid_actions", invalid_actions, shape)
+        children = jnp.where(invalid_actions.astype(jnp.bool_), ILLEGAL, children)
+    legal = children != ILLEGAL
+    prior = tree.root_prior if root_prior is None else root_prior
+    if root_prior is not None:
+        validation.check_shape("root_prior", root_prior, shape)
+    return tree.replace(
+        children_index=tree.children_index.at[:, 0].set(children),
+        root_prior=jnp.where(legal, prior.astype(jnp.float32), 0.0),
+        node_terminal=tree.node_terminal.at[:, 0].set(
+            tree.node_terminal[:, 0] | ~jnp.any(legal, axis=-1)))
 
 
 def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: chex.Array,
