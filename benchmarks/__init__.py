@@ -1,0 +1,1 @@
+"""Benchmarks of jaxpuct, side by side with mctx (``python -m benchmarks.compare_mctx``)."""

@@ -1,0 +1,807 @@
+"""jaxpuct and mctx side by side, in one process, on identical workloads.
+
+Run ``python -m benchmarks.compare_mctx`` (full run, writes ``docs/benchmarks.md``
+and ``docs/benchmarks.png``) or ``python -m benchmarks.compare_mctx --quick`` (a
+smoke run with tiny sizes that writes nothing unless ``--out`` is given).
+
+Three searches run on every case, with root noise off:
+
+* ``jaxpuct/mctx-rule``: ``jaxpuct.alphazero_policy(..., dirichlet_fraction=0.0,
+  selection=PUCTConfig.mctx_muzero())``, the same selection rule as mctx;
+* ``jaxpuct/default``: ``jaxpuct.alphazero_policy(..., dirichlet_fraction=0.0)``
+  (AlphaZero schedule with FPU);
+* ``mctx``: ``mctx.muzero_policy(..., dirichlet_fraction=0.0)``.
+
+How it measures. Every search is one ``jax.jit`` ted call, compiled ahead of time
+(``lower().compile()``, the compile time reported) and warmed up by one call.
+Then the implementations of a case are called in turn, round after round (the
+order rotates each round), so that a slow phase of the shared machine hits all of
+them alike; each call ends with ``block_until_ready``. Reported: the median over
+the calls, and simulations per second ``B * S / median``. An implementation whose
+warm-up call takes longer than ``--slow-call`` seconds counts that call as a
+sample (its warm-up cost is negligible next to its run time), and gets only as
+many calls as fit in ``--budget`` seconds (at least one): the ``n`` column says
+how many calls a median is over.
+
+Adding a workload: write ``def my_workload(cfg: Config) -> WorkloadResult`` and
+decorate it with ``@workload("name")``; it then runs with ``--workloads name``.
+:func:`compare` does the timing, :func:`tree_memory` and :func:`tree_depths` the
+tree statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import functools
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxpuct
+
+try:
+    import mctx
+except ImportError:  # pragma: no cover - depends on the environment
+    sys.exit("benchmarks.compare_mctx needs mctx: pip install 'jaxpuct[bench]'")
+
+JAXPUCT_MCTX_RULE = "jaxpuct/mctx-rule"
+JAXPUCT_DEFAULT = "jaxpuct/default"
+MCTX = "mctx"
+SEARCHES = (JAXPUCT_MCTX_RULE, JAXPUCT_DEFAULT, MCTX)
+
+
+# --------------------------------------------------------------------------- config
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Command-line settings every workload receives.
+
+    Attributes:
+      quick: tiny sizes, for a smoke run.
+      reps: timed calls per implementation (fast ones; see ``budget``).
+      budget: seconds of timed calls allowed per implementation and case.
+      slow_call: a warm-up call longer than this counts as a sample.
+      max_mctx_sims: mctx is skipped for cases with more simulations (0: never).
+    """
+
+    quick: bool = False
+    reps: int = 5
+    budget: float = 90.0
+    slow_call: float = 3.0
+    max_mctx_sims: int = 0
+
+
+# --------------------------------------------------------------------------- timing
+
+
+@dataclasses.dataclass
+class Impl:
+    """One jit-able function and its arguments, timed by :func:`compare`."""
+
+    name: str
+    fn: Callable[..., Any]
+    args: tuple
+
+
+@dataclasses.dataclass
+class Timing:
+    """Compile time and call times (seconds) of one :class:`Impl`."""
+
+    compile_s: float
+    times: list[float]
+    output: Any = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def n(self) -> int:
+        return len(self.times)
+
+
+def _call(compiled, args) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = compiled(*args)
+    jax.block_until_ready(out)
+    return time.perf_counter() - start, out
+
+
+def compare(impls: list[Impl], cfg: Config, keep_output: bool = True) -> dict[str, Timing]:
+    """Compiles, warms up and times ``impls`` alternately; see the module docstring."""
+    compiled, timings = {}, {}
+    for impl in impls:
+        start = time.perf_counter()
+        compiled[impl.name] = jax.jit(impl.fn).lower(*impl.args).compile()
+        timings[impl.name] = Timing(compile_s=time.perf_counter() - start, times=[])
+    wanted = {}
+    for impl in impls:
+        elapsed, out = _call(compiled[impl.name], impl.args)
+        timing = timings[impl.name]
+        if elapsed > cfg.slow_call:
+            timing.times.append(elapsed)
+        wanted[impl.name] = max(1, min(cfg.reps, int(cfg.budget // max(elapsed, 1e-9))))
+        if keep_output:
+            timing.output = out
+        del out
+    rounds = max(wanted.values())
+    for r in range(rounds):
+        order = impls[r % len(impls):] + impls[:r % len(impls)]
+        for impl in order:
+            timing = timings[impl.name]
+            if timing.n < wanted[impl.name]:
+                elapsed, out = _call(compiled[impl.name], impl.args)
+                timing.times.append(elapsed)
+                if keep_output:
+                    timing.output = out
+                del out
+    return timings
+
+
+# --------------------------------------------------------------------------- trees
+
+
+def tree_memory(tree: Any) -> tuple[dict[str, float], dict[str, float]]:
+    """Bytes per node slot (per tree) of each array of a batched search tree.
+
+    Arrays whose two leading axes are ``[B, N]`` cost ``prod(shape[2:]) *
+    itemsize`` per node (pytree fields such as the embedding are summed); the
+    others (``[B, A]`` root arrays, ``[B]`` counters) are a fixed cost per tree,
+    returned apart.
+
+    Returns:
+      ``(per_node, per_tree)``: dicts ``field name -> bytes``.
+    """
+    batch, nodes = tree.children_index.shape[:2]
+    per_node: dict[str, float] = {}
+    per_tree: dict[str, float] = {}
+    for field in dataclasses.fields(tree):
+        value = getattr(tree, field.name)
+        for leaf in jax.tree.leaves(value):
+            shape = tuple(leaf.shape)
+            itemsize = np.dtype(leaf.dtype).itemsize
+            if shape[:2] == (batch, nodes):
+                per_node[field.name] = per_node.get(field.name, 0) + (
+                    math.prod(shape[2:]) * itemsize)
+            else:
+                per_tree[field.name] = per_tree.get(field.name, 0) + (
+                    math.prod(shape) * itemsize / batch)
+    return per_node, per_tree
+
+
+def tree_depths(tree: Any) -> tuple[int, float]:
+    """``(max depth, mean depth)`` over the used nodes of all trees (root: 0).
+
+    Works for jaxpuct's and mctx's trees: both link a node to its children in
+    ``children_index [B, N, A]`` (negative: no child), and both give a child a
+    higher index than its parent.
+    """
+    children = np.asarray(tree.children_index)
+    batch, nodes, _ = children.shape
+    parent = np.full((batch, nodes), -1, np.int64)
+    b, n, a = np.nonzero(children >= 0)
+    parent[b, children[b, n, a]] = n
+    depth = np.zeros((batch, nodes), np.int64)
+    used = np.zeros((batch, nodes), bool)
+    used[:, 0] = True
+    for j in range(1, nodes):
+        p = parent[:, j]
+        ok = p >= 0
+        depth[ok, j] = depth[ok, p[ok]] + 1
+        used[ok, j] = True
+    return int(depth[used].max()), float(depth[used].mean())
+
+
+# --------------------------------------------------------------------------- searches
+
+
+def _mctx_root(root: Any) -> mctx.RootFnOutput:
+    return mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
+                             embedding=root.embedding)
+
+
+def search_impls(recurrent_fn: Callable, root: Any, params: Any, num_simulations: int,
+                 cfg: Config, invalid_actions: jax.Array | None = None,
+                 mctx_recurrent_fn: Callable | None = None,
+                 max_depth: int | None = None) -> list[Impl]:
+    """The three searches of one case, as :class:`Impl` s taking ``(params, key, root)``.
+
+    ``root`` is a ``jaxpuct.RootFnOutput``; mctx gets the same fields in its own
+    type (and ``invalid_actions``, as jaxpuct reads the root's legal mask).
+    """
+    key = jax.random.PRNGKey(0)
+
+    def jaxpuct_search(selection):
+        def run(params, rng_key, root):
+            return jaxpuct.alphazero_policy(
+                params, rng_key, root, recurrent_fn, num_simulations,
+                max_depth=max_depth, dirichlet_fraction=0.0, selection=selection)
+        return run
+
+    def mctx_search(params, rng_key, root, invalid_actions):
+        return mctx.muzero_policy(
+            params, rng_key, root, mctx_recurrent_fn or recurrent_fn, num_simulations,
+            invalid_actions=invalid_actions, max_depth=max_depth, dirichlet_fraction=0.0)
+
+    impls = [
+        Impl(JAXPUCT_MCTX_RULE, jaxpuct_search(jaxpuct.PUCTConfig.mctx_muzero()),
+             (params, key, root)),
+        Impl(JAXPUCT_DEFAULT, jaxpuct_search(jaxpuct.PUCTConfig()), (params, key, root)),
+    ]
+    if not cfg.max_mctx_sims or num_simulations <= cfg.max_mctx_sims:
+        impls.append(Impl(MCTX, mctx_search, (params, key, _mctx_root(root),
+                                              invalid_actions)))
+    return impls
+
+
+# --------------------------------------------------------------------------- synthetic env
+
+
+def _mix32(x: jax.Array) -> jax.Array:
+    """A 32-bit integer hash (``lowbias32``, C. Wellons); ``uint32 -> uint32``."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = x * jnp.uint32(0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _synthetic_eval(ids: jax.Array, num_actions: int, logit_scale: float,
+                    value_scale: float) -> tuple[jax.Array, jax.Array]:
+    """``(logits [B, A], value [B])`` of states ``ids [B]`` uint32, from sin/cos."""
+    u1 = (ids & jnp.uint32(0xFFFF)).astype(jnp.float32) * (2 * math.pi / 65536)
+    u2 = (ids >> 16).astype(jnp.float32) * (2 * math.pi / 65536)
+    actions = jnp.arange(num_actions, dtype=jnp.float32)
+    logits = logit_scale * jnp.sin(u1[:, None] + actions * u2[:, None])
+    value = value_scale * jnp.cos(3.0 * u1 + u2)
+    return logits, value
+
+
+def synthetic_game(batch_size: int, num_actions: int, logit_scale: float,
+                   value_scale: float) -> tuple[jaxpuct.RootFnOutput, Callable]:
+    """A cheap deterministic two-player game without a network.
+
+    A state is a ``uint32`` id; action ``a`` leads to ``hash(id * k + a + 1)``, so
+    no two paths meet (a tree). Logits and value are sin/cos of the id (scaled by
+    ``logit_scale`` and ``value_scale``), rewards are 0 and discounts -1. The
+    recurrent function returns an ``mctx.RecurrentFnOutput`` and is handed to
+    both libraries unchanged.
+
+    Returns:
+      ``(root, recurrent_fn)``.
+    """
+    ids = _mix32(jnp.arange(batch_size, dtype=jnp.uint32) + jnp.uint32(12345))
+    logits, value = _synthetic_eval(ids, num_actions, logit_scale, value_scale)
+    root = jaxpuct.RootFnOutput(prior_logits=logits, value=value, embedding=ids)
+
+    def recurrent_fn(params, rng_key, action, ids):
+        del params, rng_key
+        new = _mix32(ids * jnp.uint32(0x9E3779B1) + action.astype(jnp.uint32) + jnp.uint32(1))
+        logits, value = _synthetic_eval(new, num_actions, logit_scale, value_scale)
+        zeros = jnp.zeros_like(value)
+        return mctx.RecurrentFnOutput(reward=zeros, discount=zeros - 1.0,
+                                      prior_logits=logits, value=value), new
+
+    return root, recurrent_fn
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclasses.dataclass
+class Table:
+    caption: str
+    headers: list[str]
+    rows: list[list[Any]]
+
+    def markdown(self) -> str:
+        def fmt(x):
+            if isinstance(x, float):
+                return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+            return str(x)
+        lines = [f"**{self.caption}**", "",
+                 "| " + " | ".join(self.headers) + " |",
+                 "|" + "|".join("---" for _ in self.headers) + "|"]
+        lines += ["| " + " | ".join(fmt(x) for x in row) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class WorkloadResult:
+    """What a workload reports: prose, tables, and data for targets and plots."""
+
+    name: str
+    title: str
+    description: str
+    tables: list[Table] = dataclasses.field(default_factory=list)
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def markdown(self) -> str:
+        parts = [f"## {self.title}", "", self.description, ""]
+        for table in self.tables:
+            parts += [table.markdown(), ""]
+        return "\n".join(parts)
+
+
+WORKLOADS: dict[str, Callable[[Config], WorkloadResult]] = {}
+
+
+def workload(name: str):
+    """Registers ``fn(cfg) -> WorkloadResult`` under ``name``."""
+    def register(fn):
+        WORKLOADS[name] = fn
+        return fn
+    return register
+
+
+def _search_rows(case: dict[str, Any], timings: dict[str, Timing], batch: int,
+                 sims: int) -> list[dict[str, Any]]:
+    rows = []
+    base = timings.get(MCTX)
+    for name, timing in timings.items():
+        sps = batch * sims / timing.median
+        row = dict(case, impl=name, n=timing.n, median_s=timing.median,
+                   sims_per_s=sps, us_per_sim=1e6 * timing.median / sims,
+                   compile_s=timing.compile_s,
+                   vs_mctx=(base.median / timing.median) if base else float("nan"))
+        if timing.output is not None:
+            row["max_depth"], row["mean_depth"] = tree_depths(timing.output.search_tree)
+        rows.append(row)
+    return rows
+
+
+def _print_case(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        print(f"    {row['impl']:<18} n={row['n']:<2} median {row['median_s']:8.4f} s  "
+              f"{row['sims_per_s']:>12,.0f} sims/s  x{row['vs_mctx']:.2f} vs mctx  "
+              f"compile {row['compile_s']:.1f} s  depth max {row.get('max_depth', '-')} "
+              f"mean {row.get('mean_depth', float('nan')):.2f}", flush=True)
+
+
+SEARCH_HEADERS = ["B", "S", "A", "search", "n", "median s", "sims/s", "x vs mctx",
+                  "us/sim (per batch)", "compile s", "max depth", "mean depth"]
+
+
+def _search_table_row(row: dict[str, Any]) -> list[Any]:
+    return [row["B"], row["S"], row["A"], row["impl"], row["n"], row["median_s"],
+            row["sims_per_s"], row["vs_mctx"], row["us_per_sim"], row["compile_s"],
+            row.get("max_depth", "-"), row.get("mean_depth", "-")]
+
+
+def _memory_table(caption: str, trees: dict[str, Any]) -> tuple[Table, dict[str, float]]:
+    """Per-array bytes per node of each library's tree, side by side."""
+    per_node = {name: tree_memory(tree) for name, tree in trees.items()}
+    names = list(trees)
+    fields = []
+    for name in names:
+        for field in per_node[name][0]:
+            if field not in fields:
+                fields.append(field)
+    rows = []
+    for field in fields:
+        rows.append([f"`{field}`"] + [per_node[n][0].get(field, "") for n in names])
+    totals = {n: float(sum(per_node[n][0].values())) for n in names}
+    no_emb = {n: totals[n] - per_node[n][0].get("embeddings", 0) for n in names}
+    rows.append(["**total per node**"] + [totals[n] for n in names])
+    rows.append(["total without the embedding"] + [no_emb[n] for n in names])
+    rows.append(["per tree, fixed ([B, A] and [B] arrays)"]
+                + [float(sum(per_node[n][1].values())) for n in names])
+    table = Table(caption, ["array (bytes per node)"] + names, rows)
+    return table, {"totals": totals, "no_embedding": no_emb}
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@workload("deep")
+def deep_trees(cfg: Config) -> WorkloadResult:
+    """W1: the synthetic game with a peaked prior and varied values: deep trees."""
+    num_actions = 82
+    cases = ([(8, 32)] if cfg.quick else [(64, 256), (256, 128), (1024, 64)])
+    logit_scale, value_scale = 3.0, 1.0
+    result = WorkloadResult(
+        "deep", "W1: deep trees, cheap recurrent function",
+        f"Synthetic two-player game (`synthetic_game`): a state is a uint32 id, action "
+        f"`a` leads to `hash(id * k + a + 1)`, logits `{logit_scale} * sin(u1 + a * u2)` "
+        f"and value `{value_scale} * cos(3 u1 + u2)` from the id's two 16-bit halves, "
+        f"reward 0, discount -1, A = {num_actions}, no network: the time is the "
+        "search's own. The peaked prior and varied values make the search dig deep "
+        "(see the depth columns). Target: jaxpuct >= 10x mctx at B=64, S=256 and "
+        "B=256, S=128 (same selection rule, `jaxpuct/mctx-rule`).")
+    rows, memory_trees = [], {}
+    for batch, sims in cases:
+        print(f"  case B={batch} S={sims} A={num_actions} logit_scale={logit_scale} "
+              f"value_scale={value_scale}", flush=True)
+        root, recurrent_fn = synthetic_game(batch, num_actions, logit_scale, value_scale)
+        timings = compare(search_impls(recurrent_fn, root, None, sims, cfg), cfg)
+        case_rows = _search_rows(dict(B=batch, S=sims, A=num_actions), timings, batch, sims)
+        _print_case(case_rows)
+        rows += case_rows
+        if not memory_trees:
+            memory_trees = {n: jax.device_get(t.output.search_tree)
+                            for n, t in timings.items() if n != JAXPUCT_DEFAULT}
+        del timings
+    result.tables.append(Table("Simulations per second (B * S / median call time)",
+                               SEARCH_HEADERS, [_search_table_row(r) for r in rows]))
+    mem_table, mem = _memory_table(
+        f"Tree memory, A = {num_actions}, uint32 embedding (bytes per node slot, per tree)",
+        memory_trees)
+    result.tables.append(mem_table)
+    result.data = {"rows": rows, "memory": mem}
+    return result
+
+
+@workload("scaling")
+def scaling_in_s(cfg: Config) -> WorkloadResult:
+    """W2: shallow trees (uniform prior, zero values), S from 64 to 1024 at B=64."""
+    num_actions = 82
+    batch = 8 if cfg.quick else 64
+    sims_list = [16, 64] if cfg.quick else [64, 128, 256, 512, 1024]
+    result = WorkloadResult(
+        "scaling", "W2: cost per simulation as the search grows",
+        f"The synthetic game with a uniform prior and zero values (logit and value "
+        f"scales 0), A = {num_actions}, B = {batch}: every rule spreads the visits "
+        "wide, so depth stays small while the tree grows with S. A simulation's tree "
+        "work should not depend on the tree's size. Target: jaxpuct's time per "
+        f"simulation at S = {sims_list[-1]} within 1.5x of S = {sims_list[0]}.")
+    rows = []
+    for sims in sims_list:
+        print(f"  case B={batch} S={sims} A={num_actions} uniform prior, value 0",
+              flush=True)
+        root, recurrent_fn = synthetic_game(batch, num_actions, 0.0, 0.0)
+        timings = compare(search_impls(recurrent_fn, root, None, sims, cfg), cfg)
+        case_rows = _search_rows(dict(B=batch, S=sims, A=num_actions), timings, batch, sims)
+        _print_case(case_rows)
+        rows += case_rows
+        del timings
+    flat = []
+    for name in SEARCHES:
+        mine = {r["S"]: r for r in rows if r["impl"] == name}
+        if sims_list[0] in mine:
+            first = mine[sims_list[0]]["us_per_sim"]
+            flat.append([name] + [mine[s]["us_per_sim"] / first if s in mine else "-"
+                                  for s in sims_list])
+    result.tables.append(Table(f"B = {batch}: simulations per second",
+                               SEARCH_HEADERS, [_search_table_row(r) for r in rows]))
+    result.tables.append(Table(
+        f"Time per simulation relative to S = {sims_list[0]} (1.0 = flat)",
+        ["search"] + [f"S={s}" for s in sims_list], flat))
+    result.data = {"rows": rows, "sims": sims_list, "batch": batch}
+    return result
+
+
+@workload("network")
+def network_inline(cfg: Config) -> WorkloadResult:
+    """W3: a Flax ResNet inline on pgx connect_four; share of time outside the net."""
+    from flax import nnx
+
+    from jaxpuct import adapters, networks
+    from jaxpuct.pgx_adapter import make_pgx_game
+
+    batch, sims = (16, 8) if cfg.quick else (256, 64)
+    net_kwargs = (dict(num_blocks=1, channels=16, value_hidden=16) if cfg.quick
+                  else dict(num_blocks=6, channels=64, value_hidden=64))
+    game = make_pgx_game("connect_four")
+    model = networks.ResNetPolicyValue(game.num_actions, game.observation_shape,
+                                       rngs=nnx.Rngs(0), **net_kwargs)
+    graphdef, params = networks.split(model)
+    apply_fn = functools.partial(networks.apply, graphdef)
+    env = game.environment
+    root_fn = adapters.make_root_fn(apply_fn, env)
+    recurrent_fn = adapters.make_recurrent_fn(apply_fn, env)
+
+    def mctx_recurrent_fn(params, rng_key, action, state):
+        out, state = recurrent_fn(params, rng_key, action, state)
+        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
+                                      prior_logits=out.prior_logits, value=out.value), state
+
+    @jax.jit
+    def roots(params, key):
+        keys = jax.random.split(key, 5)
+        state = game.init(keys[0], batch)
+        for k in keys[1:]:  # four random legal moves, so the roots differ
+            logits = jnp.where(state.legal_action_mask, 0.0, -jnp.inf)
+            action = jax.random.categorical(k, logits).astype(jnp.int32)
+            state = env.step(state, action)
+        return root_fn(params, None, state)
+
+    root = roots(params, jax.random.PRNGKey(1))
+    invalid = ~root.legal_action_mask
+    description = (
+        f"pgx `connect_four` (A = {game.num_actions}), B = {batch}, S = {sims}, "
+        f"`jaxpuct.networks.ResNetPolicyValue` ({net_kwargs}, LayerNorm) called inline "
+        "through `jaxpuct.adapters`; roots after four random moves. `network only`: "
+        f"the network on [B] observations, {sims} chained calls in one `fori_loop`; "
+        "`env + network`: the recurrent function (pgx step + network) alone, "
+        f"{sims} chained calls. Outside the network = 1 - network/search; search "
+        "overhead = 1 - (env + network)/search. Target: outside the network <= 10% "
+        "of the whole search.")
+
+    def network_only(params, obs):
+        obs = obs.astype(jnp.float32)
+
+        def body(i, carry):
+            logits, value = apply_fn(params, obs + 1e-30 * carry)
+            return carry + jnp.mean(value) + jnp.mean(logits)
+
+        return jax.lax.fori_loop(0, sims, body, jnp.float32(0.0))
+
+    def recurrent_only(params, state):
+        def body(i, action):
+            out, _ = recurrent_fn(params, None, action, state)
+            return jnp.argmax(out.prior_logits, axis=-1).astype(jnp.int32)
+
+        return jax.lax.fori_loop(0, sims, body, jnp.zeros((batch,), jnp.int32))
+
+    print(f"  case connect_four B={batch} S={sims} A={game.num_actions} net={net_kwargs}",
+          flush=True)
+    impls = search_impls(recurrent_fn, root, params, sims, cfg, invalid_actions=invalid,
+                         mctx_recurrent_fn=mctx_recurrent_fn)
+    impls += [Impl("network only", network_only, (params, root.embedding.observation)),
+              Impl("env + network", recurrent_only, (params, root.embedding))]
+    timings = compare(impls, cfg)
+    net = timings["network only"].median
+    env_net = timings["env + network"].median
+    rows, table_rows = [], []
+    base = timings.get(MCTX)
+    for name, timing in timings.items():
+        is_search = name in SEARCHES
+        row = dict(impl=name, n=timing.n, median_s=timing.median,
+                   sims_per_s=batch * sims / timing.median, compile_s=timing.compile_s,
+                   vs_mctx=base.median / timing.median if base and is_search else float("nan"),
+                   outside_net=1 - net / timing.median if is_search else float("nan"),
+                   overhead=1 - env_net / timing.median if is_search else float("nan"))
+        rows.append(row)
+        print(f"    {name:<18} n={timing.n:<2} median {timing.median:8.4f} s  "
+              f"{row['sims_per_s']:>10,.0f} evals/s  outside net {row['outside_net']:.1%}  "
+              f"overhead {row['overhead']:.1%}  compile {timing.compile_s:.1f} s", flush=True)
+        table_rows.append([name, timing.n, timing.median, row["sims_per_s"],
+                           row["vs_mctx"] if is_search else "-",
+                           f"{row['outside_net']:.1%}" if is_search else "-",
+                           f"{row['overhead']:.1%}" if is_search else "-",
+                           timing.compile_s])
+    trees = {n: jax.device_get(t.output.search_tree) for n, t in timings.items()
+             if n in (JAXPUCT_MCTX_RULE, MCTX)}
+    result = WorkloadResult("network", "W3: Flax ResNet inline on pgx connect_four",
+                            description)
+    result.tables.append(Table(
+        "Whole search vs its parts (evaluations per second = B * S / median)",
+        ["what", "n", "median s", "evals/s", "x vs mctx", "outside the network",
+         "search overhead", "compile s"], table_rows))
+    mem_table, mem = _memory_table(
+        f"Tree memory, A = {game.num_actions}, pgx state as embedding (bytes per node)",
+        trees)
+    result.tables.append(mem_table)
+    result.data = {"rows": rows, "memory": mem}
+    return result
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def targets(results: dict[str, WorkloadResult]) -> Table:
+    """Pass/fail of the speed and memory targets, from whatever workloads ran."""
+    rows = []
+
+    def verdict(ok):
+        return "**pass**" if ok else "**FAIL**"
+
+    if "deep" in results:
+        data = results["deep"].data["rows"]
+        for batch, sims in ((64, 256), (256, 128)):
+            row = {r["impl"]: r for r in data if (r["B"], r["S"]) == (batch, sims)}
+            if JAXPUCT_MCTX_RULE in row and MCTX in row:
+                ratio = row[JAXPUCT_MCTX_RULE]["vs_mctx"]
+                rows.append([f"W1 B={batch}, S={sims}: jaxpuct >= 10x mctx",
+                             f"x{ratio:.1f} (default rule x{row[JAXPUCT_DEFAULT]['vs_mctx']:.1f})",
+                             verdict(ratio >= 10)])
+        mem = results["deep"].data["memory"]["totals"]
+        if MCTX in mem:
+            share = mem[JAXPUCT_MCTX_RULE] / mem[MCTX]
+            rows.append(["Tree memory per node <= 60% of mctx's (A=82)",
+                         f"{mem[JAXPUCT_MCTX_RULE]:.0f} / {mem[MCTX]:.0f} bytes = {share:.0%}",
+                         verdict(share <= 0.6)])
+    if "scaling" in results:
+        data = results["scaling"].data
+        first, last = data["sims"][0], data["sims"][-1]
+        for name in (JAXPUCT_MCTX_RULE, JAXPUCT_DEFAULT):
+            mine = {r["S"]: r["us_per_sim"] for r in data["rows"] if r["impl"] == name}
+            ratio = mine[last] / mine[first]
+            rows.append([f"W2 {name}: time/sim at S={last} within 1.5x of S={first}",
+                         f"x{ratio:.2f}", verdict(ratio <= 1.5)])
+    if "network" in results:
+        for row in results["network"].data["rows"]:
+            if row["impl"] in (JAXPUCT_MCTX_RULE, JAXPUCT_DEFAULT):
+                rows.append([f"W3 {row['impl']}: time outside the network <= 10%",
+                             f"{row['outside_net']:.1%} (outside env + network: "
+                             f"{row['overhead']:.1%})", verdict(row["outside_net"] <= 0.10)])
+    return Table("Targets", ["target", "measured", "verdict"], rows)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def machine_info() -> dict[str, str]:
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        usable = os.cpu_count()
+    import jaxlib
+    versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                "mctx": mctx.__version__, "jaxpuct": jaxpuct.__version__}
+    for module in ("flax", "pgx"):
+        try:
+            versions[module] = __import__(module).__version__
+        except ImportError:
+            pass
+    device = jax.devices()[0]
+    return {
+        "device": f"{device.platform}: {device.device_kind} (x{len(jax.devices())})",
+        "cpu": f"{cpu}, {os.cpu_count()} cores ({usable} usable by this process)",
+        "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
+        "python": platform.python_version(),
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+def plot(results: dict[str, WorkloadResult], info: dict[str, str], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [name for name in ("scaling", "deep") if name in results]
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.8), squeeze=False)
+    styles = {JAXPUCT_MCTX_RULE: ("o-", "C0"), JAXPUCT_DEFAULT: ("s--", "C2"),
+              MCTX: ("^-", "C3")}
+    for ax, name in zip(axes[0], panels, strict=True):
+        rows = results[name].data["rows"]
+        for impl in SEARCHES:
+            mine = [r for r in rows if r["impl"] == impl]
+            if not mine:
+                continue
+            style, color = styles[impl]
+            ax.plot([r["S"] for r in mine], [r["sims_per_s"] for r in mine], style,
+                    color=color, label=impl)
+            if name == "deep":
+                for r in mine:
+                    ax.annotate(f"B={r['B']}", (r["S"], r["sims_per_s"]), fontsize=7,
+                                textcoords="offset points", xytext=(4, 4))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("simulations per search S")
+        ax.set_ylabel("simulations per second (B * S / time)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        if name == "scaling":
+            ax.set_title(f"W2: shallow trees, B={results[name].data['batch']}, A=82\n"
+                         f"{info['device']}", fontsize=10)
+        else:
+            ax.set_title(f"W1: deep trees, A=82 (B varies)\n{info['device']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_markdown(results: dict[str, WorkloadResult], target_table: Table,
+                   info: dict[str, str], cfg: Config, path: str, png_name: str | None,
+                   elapsed: float) -> None:
+    lines = [
+        "# Benchmarks: jaxpuct side by side with mctx",
+        "",
+        "Generated by `python -m benchmarks.compare_mctx` "
+        f"(`{' '.join(sys.argv[1:]) or 'no options'}`, {elapsed / 60:.1f} min); "
+        "see that file's docstring for the method.",
+        "",
+        f"* Device: **{info['device']}**",
+        f"* Machine: {info['cpu']}; Python {info['python']}",
+        f"* Versions: {info['versions']}",
+        f"* Date: {info['date']}",
+        f"* Settings: reps {cfg.reps}, budget {cfg.budget:.0f} s per implementation and "
+        f"case, warm-ups longer than {cfg.slow_call:.0f} s counted as samples.",
+        "",
+        "All three searches run in one process, compiled ahead of time, warmed up, and "
+        "called in turn (rotating order) so that the shared machine's load hits them "
+        "alike; medians over `n` calls. `x vs mctx` is mctx's median time over this "
+        "search's (higher is faster). `jaxpuct/mctx-rule` uses "
+        "`PUCTConfig.mctx_muzero()`, the selection rule of `mctx.muzero_policy`; "
+        "`jaxpuct/default` uses jaxpuct's default rule (AlphaZero schedule, FPU). Root "
+        "noise is off everywhere. Where mctx's `n` is small its calls were too slow "
+        "for more within the time budget.",
+        "",
+        target_table.markdown(),
+        "",
+    ]
+    if png_name:
+        lines += [f"![simulations per second vs S]({png_name})", ""]
+    for result in results.values():
+        lines.append(result.markdown())
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes for a smoke run; writes nothing unless --out")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--reps", type=int, default=None,
+                        help="timed calls per implementation and case (default 5; quick 2)")
+    parser.add_argument("--budget", type=float, default=90.0,
+                        help="seconds of timed calls per implementation and case; slower "
+                        "implementations get fewer calls, at least one (default 90)")
+    parser.add_argument("--slow-call", type=float, default=3.0,
+                        help="a warm-up call longer than this counts as a sample (default 3)")
+    parser.add_argument("--max-mctx-sims", type=int, default=0,
+                        help="skip mctx in cases with more simulations (default 0: never)")
+    parser.add_argument("--out", default=None,
+                        help="output prefix: writes PREFIX.md and PREFIX.png (default "
+                        "docs/benchmarks; with --quick, nothing)")
+    args = parser.parse_args(argv)
+
+    names = [n.strip() for n in args.workloads.split(",") if n.strip()]
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
+    reps = args.reps if args.reps is not None else (2 if args.quick else 5)
+    if reps < 1:
+        parser.error("--reps must be >= 1")
+    cfg = Config(quick=args.quick, reps=reps, budget=args.budget, slow_call=args.slow_call,
+                 max_mctx_sims=args.max_mctx_sims)
+    out = args.out if args.out is not None else (None if args.quick else "docs/benchmarks")
+
+    info = machine_info()
+    print(f"device: {info['device']}\nmachine: {info['cpu']}\nversions: {info['versions']}\n"
+          f"date: {info['date']}\nsettings: {cfg}", flush=True)
+    start = time.perf_counter()
+    results = {}
+    for name in names:
+        print(f"\n== workload {name}", flush=True)
+        results[name] = WORKLOADS[name](cfg)
+        for table in results[name].tables:
+            print("\n" + table.markdown(), flush=True)
+    target_table = targets(results)
+    print("\n" + target_table.markdown(), flush=True)
+    elapsed = time.perf_counter() - start
+    if out:
+        directory = os.path.dirname(out)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        png = out + ".png"
+        plot(results, info, png)
+        has_png = os.path.exists(png) and any(n in results for n in ("scaling", "deep"))
+        write_markdown(results, target_table, info, cfg, out + ".md",
+                       os.path.basename(png) if has_png else None, elapsed)
+        print(f"\nwrote {out}.md" + (f" and {png}" if has_png else ""), flush=True)
+    print(f"total {elapsed / 60:.1f} min", flush=True)
+
+
+if __name__ == "__main__":
+    main()
