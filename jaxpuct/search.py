@@ -452,10 +452,13 @@ def backup(tree: Tree, walk: _Walk, leaf_return: chex.Array) -> Tree:
         on_path = depth < walk.num_edges
         node = walk.path_nodes[:, depth]
         action = walk.path_actions[:, depth]
-        count = visits[rows, node].astype(jnp.float32)
+        count_int = visits[rows, node]
+        count = count_int.astype(jnp.float32)
         value = values[rows, node]
         new_value = (value * count + ret) / (count + 1.0)
-        visits = visits.at[rows, node].add(on_path.astype(jnp.int32))
+        # A set of the gathered count (not a scatter-add) lets XLA update the
+        # carried array in place instead of copying it on every step.
+        visits = visits.at[rows, node].set(count_int + on_path.astype(jnp.int32))
         values = values.at[rows, node].set(jnp.where(on_path, new_value, value))
         edge_visits = edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
         parent_ret = tree.node_rewards[rows, node] + tree.node_discounts[rows, node] * ret
