@@ -1,0 +1,163 @@
+"""Batch self-play: one training iteration end to end, checkpoints, sharding."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("pgx")
+pytest.importorskip("orbax.checkpoint")
+
+from jaxpuct import selfplay  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = selfplay.SelfPlayConfig(batch_size=8, num_simulations=4, buffer_size=256,
+                               train_batch_size=16, hidden=(16,), temperature_moves=2)
+
+LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    return selfplay.Trainer(TINY)
+
+
+def _leaves_equal(a, b):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def _copy(tree):
+    return jax.tree.map(lambda x: np.array(x), tree)
+
+
+def _has_winning_move(mine: np.ndarray, theirs: np.ndarray) -> bool:
+    for line in LINES:
+        cells = list(line)
+        if mine[cells].sum() == 2 and theirs[cells].sum() == 0:
+            return True
+    return False
+
+
+def test_one_iteration_end_to_end(trainer):
+    ts = trainer.init()
+    params0 = _copy(ts.params)
+    ts, metrics = trainer.iterate(ts, selfplay_steps=20, train_steps=2)
+    assert np.isfinite(metrics["loss"]) and metrics["games_finished"] >= TINY.batch_size
+    changed = [not np.array_equal(a, np.asarray(b))
+               for a, b in zip(jax.tree.leaves(params0), jax.tree.leaves(ts.params),
+                               strict=True)]
+    assert any(changed)
+    assert int(ts.iteration) == 1
+
+    buf = jax.device_get(ts.buffer)
+    n = int(buf.num_added)
+    assert 0 < n < TINY.buffer_size  # no wrap: rows 0..n-1 in write order
+    assert buf.valid[:n].all() and not buf.valid[n:].any()
+    obs = buf.obs[:n].reshape(n, 9, 2).astype(bool)  # plane 0: mover's marks
+    empty = ~obs.any(-1)
+    policy, outcome = buf.policy[:n], buf.outcome[:n]
+    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
+    assert np.all(policy[~empty] == 0)  # mass only on legal moves
+    assert set(np.unique(outcome)) <= {-1.0, 0.0, 1.0}
+    # Games are written contiguously, each starting at the empty board.
+    starts = list(np.nonzero(empty.all(-1))[0]) + [n]
+    assert starts[0] == 0
+    for s, e in zip(starts[:-1], starts[1:], strict=True):
+        z = outcome[s:e]
+        assert np.all(z[1:] == -z[:-1])  # the player to move alternates
+        last_mine, last_theirs = obs[e - 1, :, 0], obs[e - 1, :, 1]
+        if z[-1] == 0:
+            assert e - s == 9  # a draw fills the board
+        else:
+            # The last mover won: it had a winning move; nobody loses by moving.
+            assert z[-1] == 1 and _has_winning_move(last_mine, last_theirs)
+
+
+def test_checkpoint_resume_is_exact(trainer, tmp_path):
+    ts = trainer.init()
+    ts, _ = trainer.iterate(ts, 5, 1)
+    selfplay.save_checkpoint(str(tmp_path), ts, TINY)
+    saved = _copy(ts)
+    restored = selfplay.restore_checkpoint(str(tmp_path), trainer.init(), TINY)
+    _leaves_equal(saved, restored)
+    assert int(restored.iteration) == 1
+    uninterrupted, m1 = trainer.iterate(ts, 5, 1)
+    resumed, m2 = trainer.iterate(restored, 5, 1)
+    _leaves_equal(uninterrupted, resumed)
+    assert m1 == m2
+
+
+def test_bad_checkpoints_give_clear_errors(trainer, tmp_path):
+    with pytest.raises(selfplay.CheckpointError, match="no checkpoint"):
+        selfplay.restore_checkpoint(str(tmp_path / "nothing"), trainer.init(), TINY)
+    ts = trainer.init()
+    selfplay.save_checkpoint(str(tmp_path), ts, TINY)
+    other = selfplay.SelfPlayConfig(**{**TINY.to_json(), "hidden": (32,), "batch_size": 16})
+    with pytest.raises(selfplay.CheckpointError, match=r"different configuration.*batch_size"):
+        selfplay.restore_checkpoint(str(tmp_path), trainer.init(), other)
+    # Corrupt every file of the checkpoint.
+    for dirpath, _, files in os.walk(tmp_path / "checkpoints"):
+        for name in files:
+            with open(os.path.join(dirpath, name), "wb") as f:
+                f.write(b"garbage")
+    with pytest.raises(selfplay.CheckpointError) as info:
+        selfplay.restore_checkpoint(str(tmp_path), trainer.init(), TINY)
+    assert str(tmp_path) in str(info.value)
+
+
+def test_cli_rejects_bad_arguments(capsys):
+    from examples import selfplay as cli
+    with pytest.raises(SystemExit):
+        cli.main(["--game", "chess"])
+    err = capsys.readouterr().err
+    assert "tic_tac_toe" in err and "connect_four" in err
+    with pytest.raises(SystemExit):
+        cli.main(["--batch-size", "0"])
+    assert "positive integer" in capsys.readouterr().err
+
+
+SHARDED_SCRIPT = textwrap.dedent("""
+    import jax, numpy as np
+    from jaxpuct import selfplay
+    assert len(jax.devices()) == 4, jax.devices()
+    config = selfplay.SelfPlayConfig(batch_size=8, num_simulations=6, buffer_size=128,
+                                     train_batch_size=16, hidden=(16,))
+    results = []
+    for devices in (jax.devices(), jax.devices()[:1]):
+        tr = selfplay.Trainer(config, devices=devices)
+        ts = tr.init()
+        assert len(ts.games.length.sharding.device_set) == len(devices)
+        games, buffer, outs = ts.games, ts.buffer, []
+        for i in range(6):
+            games, buffer, m = tr.selfplay_step(ts.params, games, buffer,
+                                                jax.random.PRNGKey(i))
+            outs.append(m)
+        action = tr.act(ts.params, jax.random.split(jax.random.PRNGKey(9), 8), games.state)
+        params, _, loss = tr.train_step(ts.params, ts.opt_state, buffer,
+                                        jax.random.PRNGKey(7))
+        results.append(jax.device_get((games, buffer, outs, action, params, loss)))
+    (g1, b1, o1, a1, p1, l1), (g2, b2, o2, a2, p2, l2) = results
+    for x, y in zip(jax.tree.leaves((g1, b1, o1, a1)), jax.tree.leaves((g2, b2, o2, a2))):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(jax.tree.leaves((p1, l1)), jax.tree.leaves((p2, l2))):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    print("SHARDED_OK")
+""")
+
+
+def test_sharded_search_equals_unsharded():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SHARDED_OK" in proc.stdout
