@@ -223,20 +223,26 @@ def search(
     shared_key, element_keys = validation.split_keys(rng_key, tree.batch_size)
 
     def simulate(sim, carry):
-        tree, marks = carry
+        tree, marks, paths = carry
         key = jax.random.fold_in(shared_key, sim)
         tie_keys = jax.vmap(jax.random.fold_in, (0, None))(element_keys, sim)
-        walk, marks = select(tree, selection, depth_limit, tie_keys, graph, marks, sim)
+        walk, marks = select(tree, selection, depth_limit, tie_keys, graph, marks, sim, paths)
         tree, leaf_return = expand(params, key, tree, walk, recurrent_fn, embedding_like,
                                    graph)
+        paths = (walk.path_nodes, walk.path_actions)
         if graph is None:
-            return backup(tree, walk, leaf_return), marks
-        return backup_graph(tree, walk), marks
+            return backup(tree, walk, leaf_return), marks, paths
+        return backup_graph(tree, walk), marks, paths
 
     # Graph search marks each node it enters with the simulation's number, which
     # finds cycles in O(1) per step instead of scanning the path.
     marks = None if graph is None else jnp.full(tree.node_visits.shape, -1, jnp.int32)
-    tree, _ = jax.lax.fori_loop(0, num_simulations, simulate, (tree, marks))
+    # The path buffers are reused from one simulation to the next: entries past a
+    # walk's length are never read, so they need no clearing (which would cost
+    # O(B * max_depth) per simulation).
+    paths = (jnp.zeros((tree.batch_size, depth_limit + 1), jnp.int32),
+             jnp.zeros((tree.batch_size, depth_limit), jnp.int32))
+    tree, _, _ = jax.lax.fori_loop(0, num_simulations, simulate, (tree, marks, paths))
     return tree
 
 
@@ -285,11 +291,14 @@ def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: chex.
 
 def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array,
            graph: GraphConfig | None = None, marks: chex.Array | None = None,
-           sim: chex.Array | int = 0) -> tuple[_Walk, chex.Array | None]:
+           sim: chex.Array | int = 0,
+           paths: tuple[chex.Array, chex.Array] | None = None,
+           ) -> tuple[_Walk, chex.Array | None]:
     """Walks every tree from the root until an unexpanded edge, a terminal node or
     ``max_depth`` (graph search also stops at a transposition or a cycle);
     records the path. The loop carry is ``O(B * D)`` (plus the ``[B, N]`` marks
-    of graph search, updated in place)."""
+    of graph search, updated in place). ``paths`` are ``[B, D + 1]`` and ``[B, D]``
+    buffers to record into (column 0 of the first must hold the root, 0)."""
     batch_size = tree.batch_size
     rows = jnp.arange(batch_size)
     root = jnp.zeros((batch_size,), jnp.int32)
@@ -327,10 +336,11 @@ def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array,
         return depth + 1, node, active, path_nodes, path_actions, num_edges, expand, marks
 
     searchable = ~tree.node_terminal[:, 0]
+    if paths is None:
+        paths = (jnp.zeros((batch_size, max_depth + 1), jnp.int32),
+                 jnp.zeros((batch_size, max_depth), jnp.int32))
     init = (
-        jnp.int32(0), root, searchable,
-        jnp.zeros((batch_size, max_depth + 1), jnp.int32),
-        jnp.zeros((batch_size, max_depth), jnp.int32),
+        jnp.int32(0), root, searchable, *paths,
         jnp.zeros((batch_size,), jnp.int32),
         jnp.zeros((batch_size,), jnp.bool_),
         None if marks is None else marks.at[:, 0].set(sim),
