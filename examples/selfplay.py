@@ -120,6 +120,12 @@ def build_parser(defaults: dict | None = None) -> argparse.ArgumentParser:
                    help="continue from the newest checkpoint in --run-dir")
     p.add_argument("--overwrite", action="store_true",
                    help="delete the checkpoints already in --run-dir and start afresh")
+    p.add_argument("--reuse-tree", action="store_true",
+                   help="start each search from the subtree of the previous one")
+    p.add_argument("--graph", action="store_true",
+                   help="Monte-Carlo graph search (transpositions share one node)")
+    p.add_argument("--max-nodes", type=_non_negative_int, default=0,
+                   help="tree capacity (0: simulations + 1, or 2x with --reuse-tree)")
     p.add_argument("--seed", type=int, default=d["seed"])
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="do not write metrics.png")
@@ -135,6 +141,7 @@ def config_from_args(args: argparse.Namespace) -> selfplay.SelfPlayConfig:
         lr_decay_steps=(args.iterations * args.train_steps
                         if args.lr_schedule == "cosine" else 0),
         weight_decay=args.weight_decay, network=args.network, hidden=tuple(args.hidden),
+        reuse_tree=args.reuse_tree, graph_search=args.graph, max_nodes=args.max_nodes,
         seed=args.seed)
 
 

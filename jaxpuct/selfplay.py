@@ -68,7 +68,10 @@ from jax.sharding import PartitionSpec as P
 
 from jaxpuct import networks
 from jaxpuct.adapters import make_recurrent_fn, make_root_fn
+from jaxpuct.graph import GraphConfig
 from jaxpuct.policies import alphazero_policy
+from jaxpuct.reuse import subtree
+from jaxpuct.search import init_tree
 
 __all__ = [
     "CheckpointError",
@@ -111,6 +114,12 @@ class SelfPlayConfig:
       network: ``"mlp"`` or ``"resnet"``.
       hidden: MLP layer widths.
       blocks, channels: ResNet size.
+      reuse_tree: keep the subtree under the move played as the next search's
+        starting tree (AlphaGo's reuse; new simulations add to what is there).
+      graph_search: Monte-Carlo graph search (transpositions share a node),
+        with the pgx adapter's Zobrist hash.
+      max_nodes: tree capacity; 0 picks ``num_simulations + 1``, or twice the
+        simulations with ``reuse_tree`` (a full tree still backs up values).
       seed: the run's RNG seed.
     """
 
@@ -133,6 +142,9 @@ class SelfPlayConfig:
     hidden: tuple[int, ...] = (128, 128)
     blocks: int = 4
     channels: int = 32
+    reuse_tree: bool = False
+    graph_search: bool = False
+    max_nodes: int = 0
     seed: int = 0
 
     def __post_init__(self):
@@ -149,6 +161,9 @@ class SelfPlayConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.max_nodes, int) or self.max_nodes < 0:
+            raise ValueError(f"max_nodes must be an int >= 0 (0: automatic), got "
+                             f"{self.max_nodes!r}")
         if not isinstance(self.lr_decay_steps, int) or self.lr_decay_steps < 0:
             raise ValueError(f"lr_decay_steps must be an int >= 0, got {self.lr_decay_steps!r}")
         if self.max_moves is not None and self.max_moves < 1:
@@ -164,6 +179,16 @@ class SelfPlayConfig:
                 f"buffer_size ({self.buffer_size}) must be at least batch_size * max_moves "
                 f"= {self.batch_size} * {self.trajectory_length} = "
                 f"{self.batch_size * self.trajectory_length}")
+
+    @property
+    def capacity(self) -> int:
+        if self.max_nodes:
+            return self.max_nodes
+        return (2 if self.reuse_tree else 1) * self.num_simulations + 1
+
+    @property
+    def graph(self) -> GraphConfig | None:
+        return GraphConfig() if self.graph_search else None
 
     @property
     def trajectory_length(self) -> int:
@@ -212,6 +237,10 @@ class Games:
       policy: ``[B, T, A]`` search policy at each ply.
       player: ``[B, T]`` int32 pgx player id to move at each ply.
       length: ``[B]`` int32 plies played so far.
+      tree: with ``reuse_tree``, each game's search tree rooted at its current
+        position (``jaxpuct.Tree``, ``[B, N, ...]``); else ``None``.
+      tree_valid: ``[B]`` bool, where ``tree`` holds a reused subtree (a new
+        game, or a move that left the old tree, starts afresh).
     """
 
     state: Any
@@ -219,6 +248,8 @@ class Games:
     policy: chex.Array
     player: chex.Array
     length: chex.Array
+    tree: Any = None
+    tree_valid: Any = None
 
 
 @chex.dataclass
@@ -325,6 +356,10 @@ class Trainer:
             policy=jnp.zeros((b, t, a), jnp.float32),
             player=jnp.zeros((b, t), jnp.int32),
             length=jnp.zeros((b,), jnp.int32))
+        if c.reuse_tree:
+            root = self.root_fn(params, rng, games.state)
+            games = games.replace(tree=init_tree(root, c.capacity, graph=c.graph),
+                                  tree_valid=jnp.zeros((b,), bool))
         state = TrainState(params=params, opt_state=opt_state, buffer=buffer, games=games,
                            iteration=jnp.zeros((), jnp.int32), rng=rng)
         return self.place(state)
@@ -340,15 +375,23 @@ class Trainer:
         return rest.replace(games=games)
 
     # ------------------------------------------------------------- self-play
-    def _search(self, params, keys, state, fraction, temperature, pure=False):
+    def _search(self, params, keys, state, fraction, temperature, pure=False,
+                tree=None, tree_valid=None):
         c = self.config
         root_fn, recurrent_fn = ((self.pure_root_fn, self.pure_recurrent_fn) if pure
                                  else (self.root_fn, self.recurrent_fn))
         root = root_fn(params, keys[0], state)
+        if tree is not None:
+            # Games without a reusable subtree start from a fresh root.
+            fresh = init_tree(root, c.capacity, graph=c.graph)
+            tree = jax.tree.map(
+                lambda old, new: jnp.where(
+                    tree_valid.reshape((-1,) + (1,) * (old.ndim - 1)), old, new),
+                tree, fresh)
         return alphazero_policy(
             params, keys, root, recurrent_fn, c.num_simulations,
             dirichlet_fraction=fraction, dirichlet_alpha=c.dirichlet_alpha,
-            temperature=temperature)
+            temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree)
 
     def _selfplay_step(self, params, games: Games, buffer: ReplayBuffer, rng):
         """One move of every game; returns ``(games, buffer, metrics)``."""
@@ -358,7 +401,8 @@ class Trainer:
         search_keys, init_keys = keys[:b], keys[b:]
         state = games.state
         temperature = jnp.where(games.length < c.temperature_moves, 1.0, 0.0)
-        out = self._search(params, search_keys, state, c.dirichlet_fraction, temperature)
+        out = self._search(params, search_keys, state, c.dirichlet_fraction, temperature,
+                           tree=games.tree, tree_valid=games.tree_valid)
         # A game whose root has no legal move cannot be live (it would have
         # ended), but keep the action legal for the environment anyway.
         action = jnp.maximum(out.action, 0)
@@ -400,8 +444,13 @@ class Trainer:
         state_next = jax.tree.map(
             lambda new, old: jnp.where(finished.reshape((b,) + (1,) * (new.ndim - 1)), new, old),
             fresh, new_state)
+        tree, tree_valid, inherited = None, None, jnp.zeros((), jnp.int32)
+        if games.tree is not None:
+            inherited = jnp.sum(jnp.where(games.tree_valid, games.tree.node_visits[:, 0] - 1, 0))
+            tree, reused = subtree(out.search_tree, action, graph=c.graph)
+            tree_valid = reused & ~finished
         games = Games(state=state_next, obs=obs, policy=policy, player=player,
-                      length=jnp.where(finished, 0, length))
+                      length=jnp.where(finished, 0, length), tree=tree, tree_valid=tree_valid)
         # Metrics of the games that ended now: the first mover's result.
         first_reward = jnp.take_along_axis(rewards, player[:, :1], axis=1)[:, 0]
         metrics = {
@@ -409,6 +458,7 @@ class Trainer:
             "first_player_wins": jnp.sum(finished & (first_reward > 0)),
             "draws": jnp.sum(finished & (first_reward == 0)),
             "plies_finished": jnp.sum(jnp.where(finished, length, 0)),
+            "inherited_visits": inherited,
         }
         return games, buffer, metrics
 
@@ -465,6 +515,8 @@ class Trainer:
             / max(finished, 1),
             "draw_rate": sum(int(m["draws"]) for m in sp) / max(finished, 1),
             "mean_game_length": sum(int(m["plies_finished"]) for m in sp) / max(finished, 1),
+            "inherited_visits_per_move": sum(int(m["inherited_visits"]) for m in sp)
+            / (len(sp) * self.config.batch_size) if sp else 0.0,
             "buffer_rows": int(min(int(jax.device_get(buffer.num_added)),
                                    self.config.buffer_size)),
         }

@@ -161,3 +161,30 @@ def test_sharded_search_equals_unsharded():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "SHARDED_OK" in proc.stdout
+
+
+def test_selfplay_with_tree_reuse_and_graph_search():
+    config = selfplay.SelfPlayConfig(batch_size=8, num_simulations=6, buffer_size=256,
+                                     train_batch_size=16, hidden=(16,), temperature_moves=2,
+                                     reuse_tree=True, graph_search=True)
+    assert config.capacity == 13
+    trainer = selfplay.Trainer(config)
+    ts = trainer.init()
+    games, buffer = ts.games, ts.buffer
+    assert not np.any(games.tree_valid)
+    inherited = []
+    for step in range(6):
+        games, buffer, metrics = trainer.selfplay_step(ts.params, games, buffer,
+                                                       jax.random.PRNGKey(step))
+        inherited.append(int(metrics["inherited_visits"]))
+        valid = np.asarray(games.tree_valid)
+        # A reused tree is rooted at the game's current position: same board.
+        boards = np.asarray(games.tree.embeddings._x.board)[:, 0]
+        np.testing.assert_array_equal(boards[valid], np.asarray(games.state._x.board)[valid])
+        # Its root keeps the visits the previous search gave that move.
+        assert np.all(np.asarray(games.tree.node_visits)[valid, 0] >= 1)
+        # Finished games never carry a tree into the next one.
+        finished = np.asarray(games.length) == 0
+        assert not np.any(valid & finished)
+    # After the first move, searches start from inherited visits.
+    assert inherited[0] == 0 and sum(inherited[1:]) > 0
