@@ -266,8 +266,11 @@ def _restrict_root(tree: Tree, invalid_actions: chex.Array | None,
 
 
 def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: chex.Array,
-                rng_keys: chex.Array | None = None) -> chex.Array:
-    """``[B, A]`` selection scores at ``node [B]`` (``-inf`` at illegal actions)."""
+                rng_keys: chex.Array | None = None
+                ) -> tuple[chex.Array, chex.Array, chex.Array]:
+    """Selection scores at ``node [B]``: ``(scores [B, A]`` (``-inf`` at illegal
+    actions), the node's ``children [B, A]`` and ``edge_visits [B, A])``, the
+    last two returned so the walk does not gather them again."""
     children = gather_rows(tree.children_index, node)
     visits = gather_rows(tree.edge_visits, node)
     prior = jnp.where(is_root, tree.root_prior, gather_rows(tree.children_prior, node))
@@ -275,7 +278,7 @@ def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: chex.
     if config.tie_noise > 0:
         # Each tree draws from its own key, so batch elements stay independent.
         uniform = jax.vmap(lambda k: jax.random.uniform(k, (tree.num_actions,)))(rng_keys)
-    return puct_scores(
+    scores = puct_scores(
         config,
         prior=prior,
         edge_visits=visits,
@@ -287,6 +290,7 @@ def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: chex.
         is_root=is_root,
         uniform=uniform,
     )
+    return scores, children, visits
 
 
 def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array,
@@ -311,9 +315,9 @@ def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array,
         depth, node, active, path_nodes, path_actions, num_edges, expand, marks = carry
         keys = (jax.vmap(jax.random.fold_in, (0, None))(rng_keys, depth)
                 if config.tie_noise > 0 else None)
-        scores = node_scores(tree, config, node, depth == 0, keys)
+        scores, children, visits = node_scores(tree, config, node, depth == 0, keys)
         action = jnp.argmax(scores, axis=-1).astype(jnp.int32)
-        child = tree.children_index[rows, node, action]
+        child = children[rows, action]
         path_actions = path_actions.at[:, depth].set(
             jnp.where(active, action, path_actions[:, depth]))
         num_edges = jnp.where(active, depth + 1, num_edges)
@@ -325,8 +329,7 @@ def select(tree: Tree, config: PUCTConfig, max_depth: int, rng_keys: chex.Array,
             cycle = marks[rows, safe_child] == sim
             stop = stop | cycle
             if graph.stop_at_transposition:
-                stop = stop | (tree.edge_visits[rows, node, action]
-                               < tree.node_visits[rows, safe_child])
+                stop = stop | (visits[rows, action] < tree.node_visits[rows, safe_child])
             marks = marks.at[rows, jnp.where(descend & ~cycle, child, tree.max_nodes)].set(
                 sim, mode="drop")
         node = jnp.where(descend, child, node)
