@@ -516,7 +516,8 @@ def _network_case(game: Any, batch: int, sims: int, net_kwargs: dict[str, int],
     """Times the three searches on ``game`` with a ResNet, and the ResNet alone."""
     from flax import nnx
 
-    from jaxpuct import adapters, networks
+    from jaxpuct.alphazero import networks
+    from jaxpuct.envs import adapter as adapters
 
     model = networks.ResNetPolicyValue(game.num_actions, game.observation_shape,
                                        rngs=nnx.Rngs(0), **net_kwargs)
@@ -579,7 +580,7 @@ def _network_case(game: Any, batch: int, sims: int, net_kwargs: dict[str, int],
 @workload("network")
 def network_inline(cfg: Config) -> WorkloadResult:
     """W3: a Flax ResNet inline on pgx connect_four; share of time outside the net."""
-    from jaxpuct.pgx_adapter import make_pgx_game
+    from jaxpuct.envs.pgx_games import make_pgx_game
 
     batch, sims = (16, 8) if cfg.quick else (256, 64)
     resnet = (dict(num_blocks=1, channels=16, value_hidden=16) if cfg.quick
@@ -591,8 +592,8 @@ def network_inline(cfg: Config) -> WorkloadResult:
 
     description = (
         f"pgx `connect_four` (A = {game.num_actions}), B = {batch}, S = {sims}, "
-        f"`jaxpuct.networks.ResNetPolicyValue` ({resnet}, LayerNorm) called inline "
-        "through `jaxpuct.adapters`; roots after four random moves. "
+        f"`jaxpuct.alphazero.networks.ResNetPolicyValue` ({resnet}, LayerNorm) called inline "
+        "through `jaxpuct.envs.adapter`; roots after four random moves. "
         f"`{NETWORK_ONLY}`: the network on [B] observations, {sims} chained calls in "
         f"one `fori_loop`; `{ENV_NETWORK}`: the recurrent function (pgx step + "
         f"network) alone, {sims} chained calls.\n\n"

@@ -30,8 +30,8 @@ import time
 
 import jax
 
-from jaxpuct import selfplay
-from jaxpuct.pgx_adapter import PGX_GAMES
+from jaxpuct.alphazero import selfplay
+from jaxpuct.envs.pgx_games import PGX_GAMES
 
 
 def _int_at_least(minimum: int, what: str):

@@ -1,4 +1,4 @@
-"""Tests of jaxpuct.adapters, jaxpuct.hashing and jaxpuct.pgx_adapter.
+"""Tests of jaxpuct.envs.adapter, jaxpuct.envs.hashing and jaxpuct.envs.pgx_games.
 
 The adapter is checked over random playouts against pgx's own state fields and
 against rules written out here independently (lines, full boards, stone counts).
@@ -17,13 +17,13 @@ import pytest
 from flax import nnx
 
 import jaxpuct
-from jaxpuct import networks
-from jaxpuct.adapters import Environment, make_recurrent_fn, make_root_fn, mask_logits
-from jaxpuct.hashing import zobrist_hash
+from jaxpuct.alphazero import networks
+from jaxpuct.envs.adapter import Environment, make_recurrent_fn, make_root_fn, mask_logits
+from jaxpuct.envs.hashing import zobrist_hash
 
 pytest.importorskip("pgx")
 
-from jaxpuct.pgx_adapter import PGX_GAMES, make_pgx_game  # noqa: E402
+from jaxpuct.envs.pgx_games import PGX_GAMES, make_pgx_game  # noqa: E402
 
 LOW = np.finfo(np.float32).min
 NET_VALUE = 0.5  # what the stand-in network says everywhere
@@ -262,7 +262,7 @@ def test_game_sizes(name, num_actions, obs_shape):
 
 
 def test_importing_jaxpuct_does_not_import_pgx():
-    code = ("import sys, jaxpuct.adapters, jaxpuct.networks, jaxpuct.pgx_adapter; "
+    code = ("import sys, jaxpuct.envs.adapter, jaxpuct.alphazero.networks, jaxpuct.envs.pgx_games; "
             "assert 'pgx' not in sys.modules, 'pgx imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

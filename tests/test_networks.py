@@ -1,4 +1,4 @@
-"""Tests of jaxpuct.networks: shapes, value range, functional apply, training."""
+"""Tests of jaxpuct.alphazero.networks: shapes, value range, functional apply, training."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import optax
 import pytest
 from flax import nnx
 
-from jaxpuct import networks
+from jaxpuct.alphazero import networks
 
 OBS_SHAPE = (3, 3, 2)
 NUM_ACTIONS = 9

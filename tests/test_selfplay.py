@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("pgx")
 pytest.importorskip("orbax.checkpoint")
 
-from jaxpuct import selfplay  # noqa: E402
+from jaxpuct.alphazero import selfplay  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = selfplay.SelfPlayConfig(batch_size=8, num_simulations=4, buffer_size=256,
@@ -127,7 +127,7 @@ def test_cli_rejects_bad_arguments(capsys):
 
 SHARDED_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
-    from jaxpuct import selfplay
+    from jaxpuct.alphazero import selfplay
     assert len(jax.devices()) == 4, jax.devices()
     config = selfplay.SelfPlayConfig(batch_size=8, num_simulations=6, buffer_size=128,
                                      train_batch_size=16, hidden=(16,))

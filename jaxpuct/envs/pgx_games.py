@@ -2,7 +2,7 @@
 
 ``make_pgx_game(name)`` wraps a pgx environment (Koyamada et al. 2023, "Pgx:
 Hardware-Accelerated Parallel Game Simulators for Reinforcement Learning") in a
-batched :class:`jaxpuct.adapters.Environment`, with a Zobrist state hash for graph
+batched :class:`jaxpuct.envs.adapter.Environment`, with a Zobrist state hash for graph
 search. pgx is imported inside the functions only, so ``import jaxpuct`` never
 imports it.
 
@@ -29,7 +29,7 @@ pgx conventions this module relies on (pgx 2.x, ``pgx/core.py`` and the games):
   environment here treats ``terminated | truncated`` as terminal.
 
 The state hash (``Environment.state_hash``) is a Zobrist hash
-(:func:`jaxpuct.hashing.zobrist_hash`) of the board in absolute colours, the
+(:func:`jaxpuct.envs.hashing.zobrist_hash`) of the board in absolute colours, the
 colour to move and the few extra facts that decide the future of the position.
 How the board is read from ``state._x`` (pgx's internal game state) per game:
 
@@ -63,8 +63,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxpuct.adapters import Environment
-from jaxpuct.hashing import zobrist_hash
+from jaxpuct.envs.adapter import Environment
+from jaxpuct.envs.hashing import zobrist_hash
 
 PGX_GAMES: tuple[str, ...] = ("tic_tac_toe", "connect_four", "othello", "go_9x9")
 
@@ -80,8 +80,8 @@ class PgxGame:
       env: the pgx environment (unbatched).
       num_actions: ``A``.
       observation_shape: the shape of one observation, ``(H, W, C)``.
-      environment: batched functions for :func:`jaxpuct.adapters.make_root_fn`
-        and :func:`jaxpuct.adapters.make_recurrent_fn`, with ``state_hash``.
+      environment: batched functions for :func:`jaxpuct.envs.adapter.make_root_fn`
+        and :func:`jaxpuct.envs.adapter.make_recurrent_fn`, with ``state_hash``.
     """
 
     name: str

@@ -3,7 +3,7 @@
 :func:`make_root_fn` and :func:`make_recurrent_fn` build, from
 
 * ``apply_fn(params, obs [B, ...]) -> (logits [B, A], value [B])`` (e.g.
-  ``functools.partial(jaxpuct.networks.apply, graphdef)``), and
+  ``functools.partial(jaxpuct.alphazero.networks.apply, graphdef)``), and
 * an :class:`Environment` of batched, pure environment functions,
 
 the ``root_fn(params, rng_key, state) -> RootFnOutput`` and
@@ -33,7 +33,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxpuct.hashing import zobrist_hash
+from jaxpuct.envs.hashing import zobrist_hash
 from jaxpuct.types import RecurrentFnOutput, RootFnOutput
 
 __all__ = [
@@ -67,7 +67,7 @@ class Environment:
         new state and the mover's id in the old one).
       state_hash: optional ``state -> [B, 2] uint32`` hash of the position,
         including the player to move (for graph search; see
-        :func:`jaxpuct.hashing.zobrist_hash`). ``None``: no hash is produced.
+        :func:`jaxpuct.envs.hashing.zobrist_hash`). ``None``: no hash is produced.
     """
 
     step: Callable[[State, jax.Array], State]

@@ -66,8 +66,8 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxpuct import networks
-from jaxpuct.adapters import make_recurrent_fn, make_root_fn
+from jaxpuct.alphazero import networks
+from jaxpuct.envs.adapter import make_recurrent_fn, make_root_fn
 from jaxpuct.graph import GraphConfig
 from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
@@ -97,7 +97,7 @@ class SelfPlayConfig:
     """Everything that decides a run (static; hashable; saved with checkpoints).
 
     Attributes:
-      game: a pgx game of :data:`jaxpuct.pgx_adapter.PGX_GAMES`.
+      game: a pgx game of :data:`jaxpuct.envs.pgx_games.PGX_GAMES`.
       batch_size: ``B``, games played in lockstep (a multiple of the devices).
       num_simulations: simulations per search.
       temperature_moves: plies of each game played with temperature 1 (then 0).
@@ -148,7 +148,7 @@ class SelfPlayConfig:
     seed: int = 0
 
     def __post_init__(self):
-        from jaxpuct.pgx_adapter import PGX_GAMES
+        from jaxpuct.envs.pgx_games import PGX_GAMES
         if self.game not in PGX_GAMES:
             raise ValueError(f"unknown game {self.game!r}; accepted: {', '.join(PGX_GAMES)}")
         if self.optimizer not in OPTIMIZERS:
@@ -278,7 +278,7 @@ class Trainer:
     """
 
     def __init__(self, config: SelfPlayConfig, devices: Sequence[jax.Device] | None = None):
-        from jaxpuct.pgx_adapter import make_pgx_game
+        from jaxpuct.envs.pgx_games import make_pgx_game
 
         self.config = config
         self.game = make_pgx_game(config.game)

@@ -35,7 +35,7 @@ network runs inline inside the search's ``jax.jit``. :func:`split` turns a model
 into ``(graphdef, state)`` with ``nnx.split``, and :func:`apply` rebuilds it with
 ``nnx.merge`` and calls it: ``apply(graphdef, state, obs) -> (logits, value)``.
 ``functools.partial(apply, graphdef)`` is then an ``apply_fn(params, obs)`` for
-:mod:`jaxpuct.adapters` with ``params = state``. (See the Flax NNX guide "NNX
+:mod:`jaxpuct.envs.adapter` with ``params = state``. (See the Flax NNX guide "NNX
 and JAX transformations": split/merge is the documented bridge to plain JAX.)
 """
 

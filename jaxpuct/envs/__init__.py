@@ -1,0 +1,8 @@
+"""Games for the search: a generic model + environment adapter, pgx games, hashing.
+
+``jaxpuct.envs.adapter`` turns a policy-value function and batched environment
+functions into the ``root_fn``/``recurrent_fn`` pair the search calls;
+``jaxpuct.envs.pgx_games`` wraps pgx environments (pgx is imported only there);
+``jaxpuct.envs.hashing`` gives Zobrist hashes for graph search. None of these
+modules imports Flax.
+"""
