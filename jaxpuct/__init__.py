@@ -7,14 +7,29 @@ whole batch. The interface follows ``mctx`` (DeepMind), so an mctx
 """
 
 from jaxpuct.graph import GraphConfig, rebuild_hash_table
-from jaxpuct.policies import alphazero_policy, dirichlet_noise, value_weighted_policy, visit_policy
+from jaxpuct.numerics import masked_softmax
+from jaxpuct.policies import (
+    alphazero_policy,
+    dirichlet_noise,
+    sample_action,
+    value_weighted_policy,
+    visit_policy,
+)
 from jaxpuct.reuse import subtree, subtree_or_init, subtree_path
-from jaxpuct.search import init_tree, masked_softmax, search
-from jaxpuct.selection import PUCTConfig, completed_qvalues, puct_scores
+from jaxpuct.roots import init_tree
+from jaxpuct.search import search
+from jaxpuct.selection import (
+    PUCTConfig,
+    SelectionRule,
+    completed_qvalues,
+    node_scores,
+    puct_rule,
+    puct_scores,
+)
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchSummary
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "GraphConfig",
@@ -25,14 +40,18 @@ __all__ = [
     "RecurrentFnOutput",
     "RootFnOutput",
     "SearchSummary",
+    "SelectionRule",
     "Tree",
     "alphazero_policy",
     "completed_qvalues",
     "dirichlet_noise",
     "init_tree",
     "masked_softmax",
+    "node_scores",
+    "puct_rule",
     "puct_scores",
     "rebuild_hash_table",
+    "sample_action",
     "search",
     "subtree",
     "subtree_or_init",

@@ -1,7 +1,7 @@
 """Monte-Carlo Graph Search: one node per state, found through a transposition table.
 
 Follows KataGo's graph search (David Wu, "Monte-Carlo Graph Search from First
-Principles", KataGo docs; seed 002 of this project):
+Principles", KataGo documentation, 2021):
 
 * the tree arrays stay as they are, but a child index may point to a node that
   other edges point to as well;
@@ -48,7 +48,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxpuct.tree import Tree, edge_qvalues, gather_rows
+from jaxpuct.numerics import gather_rows
+from jaxpuct.tree import NodeData, Tree, edge_qvalues, link_children, store_nodes
 
 EMPTY_SLOT = -1
 
@@ -136,13 +137,60 @@ def insert(tree: Tree, max_probes: int, hashes: chex.Array, nodes: chex.Array,
 
 
 def empty_table(batch_size: int, table_size: int) -> chex.Array:
+    """``[B, T]`` int32 transposition table with every slot empty."""
     return jnp.full((batch_size, table_size), EMPTY_SLOT, jnp.int32)
+
+
+def with_graph_arrays(tree: Tree, config: GraphConfig, root_hash: chex.Array) -> Tree:
+    """Adds the graph-search arrays to a tree that holds only its roots, and
+    enters each root's ``root_hash [B, 2]`` in its transposition table."""
+    batch_size, max_nodes = tree.batch_size, tree.max_nodes
+    tree = tree.replace(
+        node_hash=jnp.zeros((batch_size, max_nodes, 2), jnp.uint32)
+        .at[:, Tree.ROOT_INDEX].set(root_hash),
+        hash_table=empty_table(batch_size, config.table_size(max_nodes)))
+    if config.edge_rewards:
+        edge_shape = (batch_size, max_nodes, tree.num_actions)
+        tree = tree.replace(edge_rewards=jnp.zeros(edge_shape, jnp.float32),
+                            edge_discounts=jnp.zeros(edge_shape, jnp.float32))
+    return insert(tree, config.max_probes, root_hash,
+                  jnp.full((batch_size,), Tree.ROOT_INDEX, jnp.int32),
+                  jnp.ones((batch_size,), jnp.bool_))
+
+
+def add_leaves(tree: Tree, config: GraphConfig, parent: chex.Array, action: chex.Array,
+               evaluated: chex.Array, leaf: NodeData) -> Tree:
+    """Graph-mode storage of the leaves evaluated at edges ``(parent [B], action [B])``
+    (where ``evaluated [B]``).
+
+    A state already in the transposition table is linked to its node (its new
+    evaluation is not used: the node already has one); a new state is stored
+    in the next free slot and entered in the table, where there is room. With
+    ``edge_rewards`` every evaluated edge keeps its own reward and discount,
+    also when the graph is full.
+    """
+    known = lookup(tree, config.max_probes, leaf.state_hash)
+    transposition = evaluated & (known >= 0)
+    store = evaluated & ~transposition & (tree.num_nodes < tree.max_nodes)
+    slot = tree.num_nodes
+    tree = store_nodes(tree, parent, action, store, leaf)
+    tree = insert(tree, config.max_probes, leaf.state_hash, slot, store)
+    tree = link_children(tree, parent, action, known, transposition)
+    if tree.edge_rewards is not None:
+        rows = jnp.arange(tree.batch_size)
+        edge_parent = jnp.where(evaluated, parent, tree.max_nodes)
+        tree = tree.replace(
+            edge_rewards=tree.edge_rewards.at[rows, edge_parent, action].set(
+                leaf.reward, mode="drop"),
+            edge_discounts=tree.edge_discounts.at[rows, edge_parent, action].set(
+                leaf.discount, mode="drop"))
+    return tree
 
 
 def rebuild_hash_table(tree: Tree, max_probes: int = 16) -> Tree:
     """Rebuilds the transposition table from ``node_hash`` for the used nodes
     (after compaction by tree reuse). A ``fori_loop`` over node slots: O(N * P)."""
-    if tree.node_hash is None:
+    if not tree.is_graph:
         return tree
     table = tree.replace(hash_table=empty_table(tree.batch_size, tree.hash_table.shape[1]))
 
@@ -174,7 +222,7 @@ def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
     weighted = jnp.where(children >= 0, counts, 0).astype(jnp.float32)
     raw = tree.raw_values[rows, node]
     terminal = tree.node_terminal[rows, node]
-    new_visits = jnp.where(terminal, 1, 1 + jnp.sum(counts, axis=-1))
+    new_visits = jnp.where(terminal, 1, 1 + jnp.sum(counts, axis=-1, dtype=jnp.int32))
     new_value = (raw + jnp.sum(weighted * q, axis=-1)) / (1.0 + jnp.sum(weighted, axis=-1))
     new_value = jnp.where(terminal, raw, new_value)
     visits = visits.at[rows, node].set(jnp.where(on_path, new_visits, visits[rows, node]))

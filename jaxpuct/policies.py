@@ -6,7 +6,6 @@ are jaxpuct's own.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import chex
@@ -15,8 +14,10 @@ import jax.numpy as jnp
 
 from jaxpuct import validation
 from jaxpuct.graph import GraphConfig
-from jaxpuct.search import masked_softmax, root_legal_mask, search
-from jaxpuct.selection import PUCTConfig
+from jaxpuct.numerics import WEIGHT_FLOOR, normalize
+from jaxpuct.roots import root_prior_and_legal
+from jaxpuct.search import check_selection, prepare_tree, run_search
+from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.tree import ILLEGAL, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFn
 
@@ -79,15 +80,15 @@ def visit_policy(
     greedy = jax.nn.one_hot(jnp.argmax(counts, axis=-1), counts.shape[-1], dtype=jnp.float32)
     # Scaling by the maximum first keeps N^(1/τ) finite for any τ > 0.
     top = jnp.max(counts, axis=-1, keepdims=True)
-    powered = (counts / jnp.maximum(top, 1e-30)) ** (1.0 / jnp.maximum(tau, 1e-30))
-    powered = powered / jnp.maximum(jnp.sum(powered, axis=-1, keepdims=True), 1e-30)
+    powered = (counts / jnp.maximum(top, WEIGHT_FLOOR)) ** (1.0 / jnp.maximum(tau, WEIGHT_FLOOR))
+    powered = normalize(powered)
     weights = jnp.where(tau == 0, greedy, powered)
     return jnp.where(total > 0, weights, 0.0)
 
 
 def value_weighted_policy(visit_counts: chex.Array, qvalues: chex.Array) -> chex.Array:
-    """``π(a) ∝ N(a) · (1 + Q(a))`` for values in [-1, 1] (seed 004 / DESIGN §5):
-    visits of moves that turned out bad count for less.
+    """``π(a) ∝ N(a) · (1 + Q(a))`` for values in [-1, 1]: visits of moves that
+    turned out bad count for less (a value-weighted visit target).
 
     Args:
       visit_counts: ``[B, A]``.
@@ -97,13 +98,7 @@ def value_weighted_policy(visit_counts: chex.Array, qvalues: chex.Array) -> chex
       ``[B, A]`` float32; all zeros in a row with no weight.
     """
     weights = visit_counts.astype(jnp.float32) * jnp.clip(1.0 + qvalues, 0.0, 2.0)
-    total = jnp.sum(weights, axis=-1, keepdims=True)
-    return jnp.where(total > 0, weights / jnp.where(total > 0, total, 1.0), 0.0)
-
-
-def _check_number(name: str, value: Any, low: float, high: float = float("inf")) -> None:
-    if isinstance(value, numbers.Real) and not (low <= value <= high):
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}.")
+    return normalize(weights)
 
 
 def alphazero_policy(
@@ -116,9 +111,9 @@ def alphazero_policy(
     max_depth: int | None = None,
     *,
     max_nodes: int | None = None,
-    selection: PUCTConfig = PUCTConfig(),
-    dirichlet_fraction: float = 0.25,
-    dirichlet_alpha: float = 0.3,
+    selection: PUCTConfig | SelectionRule = PUCTConfig(),
+    dirichlet_fraction: chex.Numeric = 0.25,
+    dirichlet_alpha: chex.Numeric = 0.3,
     temperature: chex.Numeric = 1.0,
     value_weighted: bool = False,
     tree: Tree | None = None,
@@ -137,13 +132,18 @@ def alphazero_policy(
       num_simulations: simulations per tree (>= 1).
       invalid_actions: optional ``[B, A]`` bool, actions not to take at the root.
       max_depth: optional longest path (>= 1).
-      max_nodes: node capacity (default ``num_simulations + 1``).
+      max_nodes: node capacity (default ``num_simulations + 1``; see
+        :func:`jaxpuct.search` for a smaller one).
       selection: the PUCT rule (default: AlphaZero schedule with FPU);
         ``PUCTConfig.mctx_muzero()`` reproduces ``mctx.muzero_policy``.
-      dirichlet_fraction: root noise weight ε (AlphaZero 0.25; 0 disables).
-      dirichlet_alpha: root noise concentration α (> 0).
-      temperature: τ for the move and the target ``N^(1/τ)``; 0 is argmax.
-        A scalar or ``[B]``; it may be a traced value.
+      dirichlet_fraction: root noise weight ε in [0, 1] (AlphaZero 0.25; 0
+        disables). A traced value outside [0, 1] is clipped to it.
+      dirichlet_alpha: root noise concentration α (> 0). A traced value <= 0
+        gives uniform noise.
+      temperature: τ >= 0 for the move and the target ``N^(1/τ)``; 0 is argmax.
+        A scalar or ``[B]``; it may be traced, and a traced τ < 0 acts as 0.
+        Run under ``jax.experimental.checkify.checkify`` to get an error for
+        traced out-of-range ``temperature``/``dirichlet_*`` values instead.
       value_weighted: use ``N·(1+Q)`` instead of the visit counts (then τ
         applies to those weights).
       tree: continue this tree instead of starting from ``root`` (its
@@ -155,46 +155,79 @@ def alphazero_policy(
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
       with no legal action gets ``action = -1`` and all-zero weights.
     """
-    _check_number("dirichlet_fraction", dirichlet_fraction, 0.0, 1.0)
-    _check_number("temperature", temperature, 0.0)
-    if isinstance(dirichlet_alpha, numbers.Real) and not dirichlet_alpha > 0:
-        raise ValueError(f"dirichlet_alpha must be > 0, got {dirichlet_alpha}.")
+    rule = check_selection(selection)
+    validation.check_instance("graph", graph, GraphConfig, allow_none=True)
     if tree is None:
-        batch_size, _ = validation.check_root(root)
+        batch_size, num_actions = validation.check_root(root)
     else:
-        batch_size = tree.batch_size
-    _, element_keys = validation.split_keys(rng_key, batch_size)
-    noise_keys, sample_keys = jnp.split(
-        jax.vmap(lambda k: jax.random.split(k, 2))(element_keys), 2, axis=1)
-    noise_keys, sample_keys = noise_keys[:, 0], sample_keys[:, 0]
+        _check_root_fits_tree(root, tree)
+        batch_size, num_actions = tree.batch_size, tree.num_actions
+    _check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
+    if invalid_actions is not None:
+        validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
+    shared_key, element_keys = validation.split_keys(rng_key, batch_size)
+    noise_keys, sample_keys = _split_per_element(element_keys)
 
     if tree is None:
-        legal = root_legal_mask(root, invalid_actions)
-        prior = masked_softmax(root.prior_logits, legal)
+        prior, legal = root_prior_and_legal(root, invalid_actions)
     else:
-        legal = tree.children_index[:, 0] != ILLEGAL
+        legal = tree.children_index[:, Tree.ROOT_INDEX] != ILLEGAL
         if invalid_actions is not None:
-            validation.check_shape("invalid_actions", invalid_actions, legal.shape)
             legal = legal & ~invalid_actions.astype(jnp.bool_)
-        prior = jnp.where(legal, tree.children_prior[:, 0], 0.0)
+        prior = jnp.where(legal, tree.children_prior[:, Tree.ROOT_INDEX], 0.0)
     noised = prior
-    if not (isinstance(dirichlet_fraction, numbers.Real) and dirichlet_fraction == 0):
-        noised = dirichlet_noise(noise_keys, prior, legal, dirichlet_fraction, dirichlet_alpha)
+    if validation.concrete_value(dirichlet_fraction) is None or dirichlet_fraction != 0:
+        noised = dirichlet_noise(noise_keys, prior, legal,
+                                 jnp.clip(dirichlet_fraction, 0.0, 1.0), dirichlet_alpha)
 
-    search_tree = search(
-        params, rng_key, root, recurrent_fn, num_simulations,
-        max_depth=max_depth, max_nodes=max_nodes, selection=selection,
-        invalid_actions=invalid_actions, root_prior=noised, tree=tree, graph=graph)
+    tree, embedding_like = prepare_tree(root, num_simulations, max_nodes, invalid_actions,
+                                        noised, tree, graph, root_prior_legal=(prior, legal))
+    search_tree = run_search(params, shared_key, element_keys, tree, recurrent_fn,
+                             num_simulations, rule, max_depth, graph, embedding_like)
 
     summary = search_tree.summary()
-    if value_weighted:
-        counts = value_weighted_policy(summary.visit_counts, summary.qvalues)
+    counts = (value_weighted_policy(summary.visit_counts, summary.qvalues) if value_weighted
+              else summary.visit_counts)
+    action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
+    return PolicyOutput(action=sample_action(sample_keys, action_weights),
+                        action_weights=action_weights, search_tree=search_tree)
+
+
+def sample_action(rng_keys: chex.Array, weights: chex.Array) -> chex.Array:
+    """``[B]`` int32 actions drawn from ``weights [B, A]`` (one key per row of
+    ``rng_keys [B]``); ``-1`` in a row with no weight."""
+    has_weight = jnp.any(weights > 0, axis=-1)
+    logits = jnp.where(weights > 0, jnp.log(jnp.maximum(weights, WEIGHT_FLOOR)), -jnp.inf)
+    action = jax.vmap(jax.random.categorical)(rng_keys, logits)
+    return jnp.where(has_weight, action, -1).astype(jnp.int32)
+
+
+def _check_root_fits_tree(root: Any, tree: Tree) -> None:
+    """A tree to continue matches the root given with it (when one is given)."""
+    if root is None:
+        validation.check_tree_fits("tree", tree, None, None)
     else:
-        counts = summary.visit_counts
-    action_weights = visit_policy(counts, temperature, legal)
-    has_weight = jnp.any(action_weights > 0, axis=-1)
-    logits = jnp.where(action_weights > 0, jnp.log(jnp.maximum(action_weights, 1e-30)),
-                       -jnp.inf)
-    action = jax.vmap(jax.random.categorical)(sample_keys, logits)
-    action = jnp.where(has_weight, action, -1).astype(jnp.int32)
-    return PolicyOutput(action=action, action_weights=action_weights, search_tree=search_tree)
+        validation.check_tree_fits("tree", tree, *validation.check_root(root))
+
+
+def _split_per_element(element_keys: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """``[B]`` keys -> ``(noise_keys [B], sample_keys [B])``."""
+    pairs = jax.vmap(lambda k: jax.random.split(k, 2))(element_keys)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _check_policy_numbers(batch_size: int, dirichlet_fraction: Any, dirichlet_alpha: Any,
+                          temperature: Any) -> None:
+    """Shapes and (where concrete) ranges of the policy's numeric arguments."""
+    validation.check_scalar_or_batch("temperature", temperature, batch_size)
+    for name, value in (("dirichlet_fraction", dirichlet_fraction),
+                        ("dirichlet_alpha", dirichlet_alpha)):
+        if jnp.ndim(value) != 0:
+            raise ValueError(f"{name} must be a scalar, got shape {list(jnp.shape(value))}.")
+    validation.check_range("dirichlet_fraction", dirichlet_fraction, 0.0, 1.0)
+    validation.check_positive("dirichlet_alpha", dirichlet_alpha)
+    validation.check_range("temperature", temperature, 0.0)
+    validation.debug_check_range("dirichlet_fraction", dirichlet_fraction, 0.0, 1.0)
+    validation.debug_check_range("dirichlet_alpha", dirichlet_alpha, float(
+        jnp.finfo(jnp.float32).tiny))
+    validation.debug_check_range("temperature", temperature, 0.0)

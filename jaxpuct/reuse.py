@@ -53,21 +53,24 @@ it against one search.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import chex
 import jax
 import jax.numpy as jnp
 
 from jaxpuct import graph as graph_lib
+from jaxpuct import validation
 from jaxpuct.graph import GraphConfig
-from jaxpuct.search import init_tree
+from jaxpuct.numerics import batch_where
+from jaxpuct.roots import check_init_args, new_tree
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 
-REACHABILITY_METHODS = ("auto", "pointer_jumping", "frontier")
+Reachability = Literal["auto", "pointer_jumping", "frontier"]
+REACHABILITY_METHODS: tuple[Reachability, ...] = ("auto", "pointer_jumping", "frontier")
 
 
-def subtree(tree: Tree, action: chex.Array, *, reachability: str = "auto",
+def subtree(tree: Tree, action: chex.Array, *, reachability: Reachability = "auto",
             graph: GraphConfig | None = None) -> tuple[Tree, chex.Array]:
     """The subtree under ``action`` played at the root, as a new tree.
 
@@ -90,11 +93,12 @@ def subtree(tree: Tree, action: chex.Array, *, reachability: str = "auto",
       ``subtree_or_init``.
     """
     action = jnp.asarray(action)
-    chex.assert_shape(action, (tree.batch_size,))
+    validation.check_tree_fits("tree", tree, None, None)
+    validation.check_shape("action", action, (tree.batch_size,))
     return subtree_path(tree, action[:, None], reachability=reachability, graph=graph)
 
 
-def subtree_path(tree: Tree, actions: chex.Array, *, reachability: str = "auto",
+def subtree_path(tree: Tree, actions: chex.Array, *, reachability: Reachability = "auto",
                  graph: GraphConfig | None = None) -> tuple[Tree, chex.Array]:
     """The subtree reached by a sequence of moves from the root.
 
@@ -126,7 +130,7 @@ def subtree_or_init(
     *,
     invalid_actions: chex.Array | None = None,
     root_prior: chex.Array | None = None,
-    reachability: str = "auto",
+    reachability: Reachability = "auto",
     graph: GraphConfig | None = None,
 ) -> tuple[Tree, chex.Array]:
     """``subtree`` where the move has a child node, a fresh tree elsewhere.
@@ -157,7 +161,10 @@ def subtree_or_init(
     action = jnp.asarray(action)
     actions = action[:, None] if action.ndim == 1 else action
     reused_tree, reused = _subtree_path(tree, actions, reachability)
-    fresh = init_tree(root, tree.max_nodes, root_prior, invalid_actions)
+    batch_size, num_actions = check_init_args(root, tree.max_nodes, root_prior,
+                                              invalid_actions, graph)
+    validation.check_tree_fits("tree", tree, batch_size, num_actions)
+    fresh = new_tree(root, tree.max_nodes, root_prior, invalid_actions, None)
     if tree.is_graph:
         # The graph fields of a fresh root, shaped like the reused tree's (the
         # transposition table is rebuilt below for every element).
@@ -170,12 +177,10 @@ def subtree_or_init(
                 tree.edge_rewards),
             edge_discounts=None if tree.edge_discounts is None else jnp.zeros_like(
                 tree.edge_discounts))
-    new_tree = jax.tree.map(
-        lambda old, new: jnp.where(_expand_as(reused, old), old, new), reused_tree, fresh)
-    return _rebuild_hash_table(new_tree, graph), reused
+    return _rebuild_hash_table(batch_where(reused, reused_tree, fresh), graph), reused
 
 
-def reachable(tree: Tree, start: chex.Array, method: str = "auto") -> chex.Array:
+def reachable(tree: Tree, start: chex.Array, method: Reachability = "auto") -> chex.Array:
     """``[B, N]`` bool: the used nodes reachable from ``start [B]`` along child edges.
 
     ``start`` itself is included. ``method``: ``"pointer_jumping"`` (trees:
@@ -183,8 +188,7 @@ def reachable(tree: Tree, start: chex.Array, method: str = "auto") -> chex.Array
     (any graph, cycles included: ``O(B N A)`` per level), ``"auto"`` (the
     former unless ``tree.node_hash`` is set).
     """
-    if method not in REACHABILITY_METHODS:
-        raise ValueError(f"reachability must be one of {REACHABILITY_METHODS}, got {method!r}.")
+    validation.check_choice("reachability", method, REACHABILITY_METHODS)
     if method == "auto":
         method = "frontier" if tree.is_graph else "pointer_jumping"
     start = jnp.asarray(start, jnp.int32)
@@ -195,11 +199,6 @@ def reachable(tree: Tree, start: chex.Array, method: str = "auto") -> chex.Array
 
 
 # ----------------------------------------------------------------------------------
-
-
-def _expand_as(flag: chex.Array, array: chex.Array) -> chex.Array:
-    """``flag`` with trailing axes added to broadcast against ``array``."""
-    return flag.reshape(flag.shape + (1,) * (array.ndim - flag.ndim))
 
 
 def _used_children(tree: Tree) -> chex.Array:
@@ -297,11 +296,13 @@ def _walk(tree: Tree, actions: chex.Array) -> tuple[chex.Array, chex.Array]:
     return node, found
 
 
-def _subtree_path(tree: Tree, actions: chex.Array, reachability: str
+def _subtree_path(tree: Tree, actions: chex.Array, reachability: Reachability
                   ) -> tuple[Tree, chex.Array]:
     actions = jnp.asarray(actions)
-    chex.assert_rank(actions, 2)
-    chex.assert_axis_dimension(actions, 0, tree.batch_size)
+    validation.check_tree_fits("tree", tree, None, None)
+    if actions.ndim != 2 or actions.shape[0] != tree.batch_size:
+        raise ValueError(f"actions must have shape [B, K] with B={tree.batch_size}, "
+                         f"got {list(actions.shape)}.")
     new_root, reused = _walk(tree, actions)
     keep = reachable(tree, new_root, reachability) & reused[:, None]
     return _compact(tree, new_root, keep, reused), reused
@@ -358,7 +359,7 @@ def _compact(tree: Tree, new_root: chex.Array, keep: chex.Array, reused: chex.Ar
         children_prior=move(tree.children_prior, 0.0),
         edge_visits=move(tree.edge_visits, 0),
         num_nodes=jnp.where(reused, count, 1).astype(tree.num_nodes.dtype),
-        node_hash=None if tree.node_hash is None else move(tree.node_hash, 0),
+        node_hash=move(tree.node_hash, 0) if tree.is_graph else None,
         edge_rewards=None if tree.edge_rewards is None else move(tree.edge_rewards, 0.0),
         edge_discounts=(None if tree.edge_discounts is None
                         else move(tree.edge_discounts, 0.0)),
@@ -370,7 +371,7 @@ def _rebuild_hash_table(tree: Tree, graph: GraphConfig | None) -> Tree:
     """Graph mode: the transposition table indexes slots, so it is rebuilt
     after the slots moved (``jaxpuct.graph.rebuild_hash_table``, O(B N P)).
     Tree mode: nothing to do."""
-    if tree.node_hash is None:
+    if not tree.is_graph:
         return tree
     config = GraphConfig() if graph is None else graph
     return graph_lib.rebuild_hash_table(tree, config.max_probes)

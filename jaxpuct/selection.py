@@ -47,14 +47,22 @@ breaks ties by lowest index unless ``tie_noise > 0``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Literal, get_args
 
 import chex
+import jax
 import jax.numpy as jnp
 
-_FORMS = ("puct", "uct_log")
-_PARENT_VISITS = ("edge_sum", "node")
-_UNVISITED = ("zero", "parent", "fpu", "fixed", "min")
-_NORMALIZATIONS = ("none", "minmax")
+from jaxpuct import validation
+from jaxpuct.numerics import gather_rows
+from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
+
+Form = Literal["puct", "uct_log"]
+ParentVisits = Literal["edge_sum", "node"]
+UnvisitedQ = Literal["zero", "parent", "fpu", "fixed", "min"]
+QNormalization = Literal["none", "minmax"]
+# mctx's epsilon in its min-max Q normalisation (qtransform_by_min_max).
 _MINMAX_EPSILON = 1e-8
 
 
@@ -72,21 +80,20 @@ class PUCTConfig:
     c_init: float = 1.25
     c_base: float | None = 19652.0
     exponent: float = 0.5
-    form: str = "puct"
+    form: Form = "puct"
     log_offset: float = 0.0
-    parent_visits: str = "edge_sum"
-    unvisited_q: str = "fpu"
+    parent_visits: ParentVisits = "edge_sum"
+    unvisited_q: UnvisitedQ = "fpu"
     fpu_reduction: float = 0.2
     fpu_reduction_root: float = 0.0
     unvisited_value: float = -1.0
-    q_normalization: str = "none"
+    q_normalization: QNormalization = "none"
     tie_noise: float = 0.0
 
     def __post_init__(self):
-        _check_choice("form", self.form, _FORMS)
-        _check_choice("parent_visits", self.parent_visits, _PARENT_VISITS)
-        _check_choice("unvisited_q", self.unvisited_q, _UNVISITED)
-        _check_choice("q_normalization", self.q_normalization, _NORMALIZATIONS)
+        for name, kind in (("form", Form), ("parent_visits", ParentVisits),
+                           ("unvisited_q", UnvisitedQ), ("q_normalization", QNormalization)):
+            validation.check_choice(f"PUCTConfig.{name}", getattr(self, name), get_args(kind))
         if not self.c_init >= 0:
             raise ValueError(f"PUCTConfig.c_init must be >= 0, got {self.c_init}.")
         if self.c_base is not None and not self.c_base > 0:
@@ -112,11 +119,6 @@ class PUCTConfig:
     def alphago(cls, c_puct: float = 1.5) -> PUCTConfig:
         """AlphaGo's constant ``c_puct`` with unvisited Q = 0 (Silver et al. 2016)."""
         return cls(c_init=c_puct, c_base=None, unvisited_q="zero")
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"PUCTConfig.{name} must be one of {choices}, got {value!r}.")
 
 
 def exploration_weight(config: PUCTConfig, parent_count: chex.Array) -> chex.Array:
@@ -218,3 +220,66 @@ def completed_qvalues(
     if config.q_normalization == "minmax":
         q = (q - lo) / jnp.maximum(hi - lo, _MINMAX_EPSILON)
     return q
+
+
+# A selection rule's signature: ``(tree, node [B], depth, keys [B]) -> action [B]``.
+# ``depth`` is the walk's depth (a traced int32 scalar, 0 at the root) and
+# ``keys`` one PRNG key per tree for that step (for tie-breaking noise).
+ActionFn = Callable[[Tree, chex.Array, chex.Array, chex.Array], chex.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectionRule:
+    """How the walk picks an action: one function at the root, one below it.
+
+    The walk calls ``root`` once per simulation at depth 0 and ``interior`` at
+    every deeper step; each returns ``[B]`` legal actions. A PUCT rule uses the
+    same score at both with different priors (noised at the root) and FPU
+    reductions; Gumbel search (Danihelka et al. 2022) uses sequential halving at
+    the root and a deterministic rule inside.
+    """
+
+    root: ActionFn
+    interior: ActionFn
+
+
+def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: bool,
+                rng_keys: chex.Array) -> chex.Array:
+    """``[B, A]`` PUCT scores at ``node [B]`` (``-inf`` at illegal actions).
+
+    ``is_root`` (static) selects the root prior (with any noise) and the root's
+    FPU reduction.
+    """
+    children = gather_rows(tree.children_index, node)
+    visits = gather_rows(tree.edge_visits, node)
+    prior = tree.root_prior if is_root else gather_rows(tree.children_prior, node)
+    uniform = None
+    if config.tie_noise > 0:
+        # Each tree draws from its own key, so batch elements stay independent.
+        uniform = jax.vmap(lambda k: jax.random.uniform(k, (tree.num_actions,)))(rng_keys)
+    return puct_scores(
+        config,
+        prior=prior,
+        edge_visits=visits,
+        edge_q=edge_qvalues(tree, node, children),
+        has_q=(children >= 0) & (visits > 0),
+        legal=children != ILLEGAL,
+        parent_value=gather_rows(tree.node_values, node),
+        node_visits=gather_rows(tree.node_visits, node),
+        is_root=jnp.asarray(is_root),
+        uniform=uniform,
+    )
+
+
+def puct_rule(config: PUCTConfig) -> SelectionRule:
+    """The PUCT ``SelectionRule`` of ``config``: the argmax of :func:`node_scores`
+    (lowest index on ties unless ``tie_noise > 0``)."""
+
+    def choose(is_root: bool) -> ActionFn:
+        def action(tree, node, depth, rng_keys):
+            del depth
+            scores = node_scores(tree, config, node, is_root, rng_keys)
+            return jnp.argmax(scores, axis=-1).astype(jnp.int32)
+        return action
+
+    return SelectionRule(root=choose(True), interior=choose(False))

@@ -26,6 +26,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct.numerics import gather_rows
 from jaxpuct.types import SearchSummary
 
 UNEXPANDED = -1  # a legal edge with no child node yet
@@ -99,10 +100,6 @@ class Tree:
     def is_graph(self) -> bool:
         return self.node_hash is not None
 
-    def legal_mask(self, node_index: chex.Array) -> chex.Array:
-        """``[B, A]`` bool legal actions at ``node_index [B]``."""
-        return gather_rows(self.children_index, node_index) != ILLEGAL
-
     def qvalues(self, node_index: chex.Array) -> chex.Array:
         """``[B, A]`` edge values ``Q(n, a) = r + discount * Q(child)``.
 
@@ -114,7 +111,7 @@ class Tree:
     def summary(self) -> SearchSummary:
         """Root statistics: visit counts ``[B, A]``, their normalisation, ``Q(root)``
         ``[B]`` and ``Q(root, a)`` ``[B, A]``."""
-        root = jnp.zeros((self.batch_size,), jnp.int32)
+        root = jnp.full((self.batch_size,), self.ROOT_INDEX, jnp.int32)
         counts = self.edge_visits[:, self.ROOT_INDEX]
         total = jnp.sum(counts, axis=-1, keepdims=True)
         probs = jnp.where(total > 0, counts / jnp.maximum(total, 1), 0.0)
@@ -143,9 +140,78 @@ class Tree:
         return out
 
 
-def gather_rows(array: chex.Array, index: chex.Array) -> chex.Array:
-    """``array[b, index[b]]`` for every ``b``: ``[B, N, ...]``, ``[B]`` -> ``[B, ...]``."""
-    return array[jnp.arange(array.shape[0]), index]
+@chex.dataclass(frozen=True)
+class NodeData:
+    """What a new node holds, for each tree of the batch (already sanitised).
+
+    Attributes:
+      reward: ``[B]`` reward of the edge into the node.
+      discount: ``[B]`` discount of that edge.
+      value: ``[B]`` network value ``U(n)`` (exact when ``terminal``).
+      prior: ``[B, A]`` prior probabilities (zero at illegal actions).
+      legal: ``[B, A]`` bool.
+      terminal: ``[B]`` bool: never expanded.
+      embedding: pytree with leaves ``[B, ...]``.
+      state_hash: ``[B, 2]`` uint32 (graph search) or ``None``.
+    """
+
+    reward: chex.Array
+    discount: chex.Array
+    value: chex.Array
+    prior: chex.Array
+    legal: chex.Array
+    terminal: chex.Array
+    embedding: Any
+    state_hash: chex.Array | None = None
+
+
+def write_nodes(tree: Tree, slot: chex.Array, node: NodeData) -> Tree:
+    """Writes ``node`` into slot ``slot [B]`` of each tree, with one visit.
+
+    A slot ``>= max_nodes`` writes nothing for that tree (``mode="drop"``), so
+    callers mask trees that store nothing by pointing them past the end.
+    ``num_nodes`` is not changed here.
+    """
+    rows = jnp.arange(tree.batch_size)
+
+    def put(array, update):
+        return array.at[rows, slot].set(update, mode="drop")
+
+    edge_codes = jnp.where(node.legal, UNEXPANDED, ILLEGAL).astype(jnp.int32)
+    tree = tree.replace(
+        node_visits=put(tree.node_visits, 1),
+        raw_values=put(tree.raw_values, node.value),
+        node_values=put(tree.node_values, node.value),
+        node_rewards=put(tree.node_rewards, node.reward),
+        node_discounts=put(tree.node_discounts, node.discount),
+        node_terminal=put(tree.node_terminal, node.terminal),
+        embeddings=jax.tree.map(put, tree.embeddings, node.embedding),
+        children_index=put(tree.children_index, edge_codes),
+        children_prior=put(tree.children_prior, node.prior),
+        edge_visits=put(tree.edge_visits, jnp.zeros_like(tree.edge_visits[:, 0])),
+    )
+    if tree.is_graph:
+        tree = tree.replace(node_hash=put(tree.node_hash, node.state_hash))
+    return tree
+
+
+def store_nodes(tree: Tree, parent: chex.Array, action: chex.Array, store: chex.Array,
+                node: NodeData) -> Tree:
+    """Stores ``node`` as the child of edge ``(parent [B], action [B])`` in the next
+    free slot of each tree where ``store [B]`` (the caller checked there is room)."""
+    slot = jnp.where(store, tree.num_nodes, tree.max_nodes)
+    tree = write_nodes(tree, slot, node)
+    tree = tree.replace(num_nodes=tree.num_nodes + store.astype(jnp.int32))
+    return link_children(tree, parent, action, slot, store)
+
+
+def link_children(tree: Tree, parent: chex.Array, action: chex.Array,
+                  child: chex.Array, where: chex.Array) -> Tree:
+    """Points edge ``(parent [B], action [B])`` at ``child [B]`` where ``where [B]``."""
+    rows = jnp.arange(tree.batch_size)
+    parent = jnp.where(where, parent, tree.max_nodes)
+    return tree.replace(children_index=tree.children_index.at[rows, parent, action].set(
+        child, mode="drop"))
 
 
 def edge_qvalues(tree: Tree, node: chex.Array, children: chex.Array) -> chex.Array:

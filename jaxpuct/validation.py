@@ -1,19 +1,31 @@
-"""Trace-time checks of shapes and configuration.
+"""Trace-time checks of shapes, types and configuration: one style for the library.
 
 Every check raises ``ValueError`` naming the argument, what was expected and
-what was given, before anything is compiled. Checks of *values* (NaN, an empty
-legal mask) cannot happen at trace time; the search handles those in defined
-ways documented where they happen.
+what was given, before anything is compiled. Values can be checked only when
+they are concrete (Python numbers, NumPy or committed JAX arrays); a *traced*
+value cannot be read at trace time, so each function that takes one documents
+what it does with an out-of-range value and offers a ``checkify`` check
+(:func:`debug_check_range`) that fires when the caller wraps it with
+``jax.experimental.checkify.checkify``. Value problems inside the search (NaN
+from a network, an empty legal mask) are handled in defined ways documented
+where they happen.
 """
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+# Salt that derives the batch-shared key from the first per-element key, so the
+# shared stream differs from element 0's own stream.
+SHARED_KEY_SALT = 0x5EED
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:
@@ -26,6 +38,68 @@ def check_int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
+    """``value`` is one of the string ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}.")
+
+
+def check_instance(name: str, value: Any, cls: type, allow_none: bool = False) -> None:
+    """``value`` is an instance of ``cls`` (or ``None`` when allowed)."""
+    if value is None and allow_none:
+        return
+    if not isinstance(value, cls):
+        expected = f"a {cls.__name__}" + (" or None" if allow_none else "")
+        raise ValueError(f"{name} must be {expected}, got {value!r} of type "
+                         f"{type(value).__name__}.")
+
+
+def concrete_value(value: Any) -> np.ndarray | None:
+    """``value`` as a NumPy array when it is known at trace time, else ``None``."""
+    if isinstance(value, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+def check_range(name: str, value: Any, low: float, high: float = float("inf")) -> None:
+    """Every element of a concrete ``value`` lies in ``[low, high]``.
+
+    Traced values pass unchecked here; see :func:`debug_check_range`.
+    """
+    array = concrete_value(value)
+    if array is None:
+        return
+    if not np.issubdtype(array.dtype, np.number):
+        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}.")
+    bad = ~((array >= low) & (array <= high))
+    if np.any(bad):
+        shown = array[bad].ravel()[:4].tolist()
+        raise ValueError(f"{name} must be in [{low}, {high}], got {shown}"
+                         + (" (first of several)" if bad.sum() > 4 else "") + ".")
+
+
+def check_positive(name: str, value: Any) -> None:
+    """Every element of a concrete ``value`` is ``> 0`` (traced values pass)."""
+    array = concrete_value(value)
+    if array is not None and np.any(~(array > 0)):
+        raise ValueError(f"{name} must be > 0, got {array[~(array > 0)].ravel()[0]}.")
+
+
+def debug_check_range(name: str, value: chex.Array, low: float,
+                      high: float = float("inf")) -> None:
+    """A ``checkify`` check that every element of ``value`` is in ``[low, high]``.
+
+    A no-op unless the caller runs under ``checkify.checkify(...)``, where an
+    out-of-range traced value then raises through ``err.throw()``.
+    """
+    value = jnp.asarray(value)
+    checkify.debug_check(jnp.all((value >= low) & (value <= high)),
+                         f"{name} must be in [{low}, {high}]")
+
+
 def check_shape(name: str, array: Any, expected: tuple[int, ...]) -> None:
     """``array.shape == expected`` or a ValueError saying both."""
     shape = getattr(array, "shape", None)
@@ -34,6 +108,14 @@ def check_shape(name: str, array: Any, expected: tuple[int, ...]) -> None:
                          f"got {type(array).__name__}.")
     if tuple(shape) != tuple(expected):
         raise ValueError(f"{name} must have shape {list(expected)}, got {list(shape)}.")
+
+
+def check_scalar_or_batch(name: str, value: Any, batch_size: int) -> None:
+    """``value`` is a scalar or has shape ``[B]``."""
+    shape = tuple(getattr(value, "shape", ()))
+    if shape not in ((), (batch_size,)):
+        raise ValueError(f"{name} must be a scalar or have shape [B]=[{batch_size}], "
+                         f"got shape {list(shape)}.")
 
 
 def check_root(root: Any) -> tuple[int, int]:
@@ -56,6 +138,21 @@ def check_root(root: Any) -> tuple[int, int]:
     return batch_size, num_actions
 
 
+def check_tree_fits(name: str, tree: Any, batch_size: int | None,
+                    num_actions: int | None) -> None:
+    """A given ``tree`` has the batch size and action count of the rest of the call."""
+    index = getattr(tree, "children_index", None)
+    if getattr(index, "ndim", None) != 3:
+        raise ValueError(f"{name} must be a jaxpuct Tree, got {type(tree).__name__}.")
+    tree_batch, _, tree_actions = index.shape
+    if batch_size is not None and tree_batch != batch_size:
+        raise ValueError(f"{name} has batch size {tree_batch}, but the call has "
+                         f"B={batch_size}.")
+    if num_actions is not None and tree_actions != num_actions:
+        raise ValueError(f"{name} has {tree_actions} actions, but the call has "
+                         f"num_actions={num_actions}.")
+
+
 def check_batched_pytree(name: str, tree: Any, batch_size: int) -> None:
     """Every leaf of ``tree`` has leading dimension ``batch_size``."""
     leaves = jax.tree_util.tree_leaves_with_path(tree)
@@ -70,14 +167,25 @@ def check_batched_pytree(name: str, tree: Any, batch_size: int) -> None:
 
 
 def check_hash(name: str, state_hash: Any, batch_size: int) -> None:
+    """A ``[B, 2]`` uint32 state hash."""
     check_shape(name, state_hash, (batch_size, 2))
     if state_hash.dtype != jnp.uint32:
         raise ValueError(f"{name} must have dtype uint32, got {state_hash.dtype}.")
 
 
+def unpack_recurrent_result(result: Any) -> tuple[Any, Any]:
+    """``recurrent_fn``'s return value as ``(output, new_embedding)``."""
+    if not (isinstance(result, tuple) and len(result) == 2):
+        got = (f"a tuple of {len(result)}" if isinstance(result, tuple)
+               else type(result).__name__)
+        raise ValueError("recurrent_fn must return a pair (RecurrentFnOutput, "
+                         f"new_embedding), got {got}.")
+    return result
+
+
 def check_recurrent_output(output: Any, embedding: Any, batch_size: int,
                            num_actions: int, embedding_like: Any) -> None:
-    """Checks what ``recurrent_fn`` returned against the root's shapes."""
+    """Checks what ``recurrent_fn`` returned against the root's shapes and dtypes."""
     for field in ("reward", "discount", "value"):
         check_shape(f"recurrent_fn output .{field}", getattr(output, field, None),
                     (batch_size,))
@@ -100,10 +208,15 @@ def check_recurrent_output(output: Any, embedding: Any, batch_size: int,
                          f"root.embedding: expected {expected}, got {got}.")
     for (path, new_leaf), old_leaf in zip(jax.tree_util.tree_leaves_with_path(embedding),
                                           jax.tree.leaves(embedding_like), strict=True):
+        where = jax.tree_util.keystr(path)
         if new_leaf.shape != old_leaf.shape:
             raise ValueError(
-                f"recurrent_fn embedding{jax.tree_util.keystr(path)} must have shape "
+                f"recurrent_fn embedding{where} must have shape "
                 f"{list(old_leaf.shape)} like root.embedding, got {list(new_leaf.shape)}.")
+        if new_leaf.dtype != old_leaf.dtype:
+            raise ValueError(
+                f"recurrent_fn embedding{where} must have dtype {old_leaf.dtype} like "
+                f"root.embedding (the tree stores it), got {new_leaf.dtype}.")
 
 
 def split_keys(rng_key: chex.PRNGKey, batch_size: int) -> tuple[chex.PRNGKey, chex.Array]:
@@ -124,6 +237,6 @@ def split_keys(rng_key: chex.PRNGKey, batch_size: int) -> tuple[chex.PRNGKey, ch
         if key.shape[0] != batch_size:
             raise ValueError(f"rng_key must be one key or a batch of B={batch_size} keys, "
                              f"got shape {list(key.shape)}.")
-        return jax.random.fold_in(key[0], 0x5EED), key
+        return jax.random.fold_in(key[0], SHARED_KEY_SALT), key
     raise ValueError(f"rng_key must be one key or a batch of B={batch_size} keys, "
                      f"got shape {list(key.shape)}.")

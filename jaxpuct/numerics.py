@@ -1,0 +1,83 @@
+"""Small numerical helpers shared by the search modules.
+
+Each one keeps a single bad number (NaN, infinity, an empty row) local to the
+row it belongs to, so one diverged evaluation cannot poison its tree or any
+other tree of the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+
+# Smallest divisor used when normalising non-negative weights: far below any
+# weight that matters, far above float32's smallest normal (1e-38).
+WEIGHT_FLOOR = 1e-30
+
+
+def gather_rows(array: chex.Array, index: chex.Array) -> chex.Array:
+    """``array[b, index[b]]`` for every ``b``: ``[B, N, ...]``, ``[B]`` -> ``[B, ...]``."""
+    return array[jnp.arange(array.shape[0]), index]
+
+
+def batch_where(pred: chex.Array, on_true: Any, on_false: Any) -> Any:
+    """Per batch element, ``on_true`` where ``pred [B]`` else ``on_false``: two
+    pytrees of the same structure with leaves ``[B, ...]``."""
+
+    def pick(x, y):
+        return jnp.where(pred.reshape(pred.shape + (1,) * (x.ndim - 1)), x, y)
+
+    return jax.tree.map(pick, on_true, on_false)
+
+
+def finite_or_zero(x: chex.Array) -> chex.Array:
+    """``x`` as float32 with NaN and +-inf replaced by 0 (a diverged network's value)."""
+    x = x.astype(jnp.float32)
+    return jnp.where(jnp.isfinite(x), x, 0.0)
+
+
+def normalize(weights: chex.Array) -> chex.Array:
+    """``[B, A]`` non-negative weights divided by their row sum; rows summing to 0 stay 0."""
+    total = jnp.sum(weights, axis=-1, keepdims=True)
+    return jnp.where(total > 0, weights / jnp.maximum(total, WEIGHT_FLOOR), 0.0)
+
+
+def prior_and_legal(logits: chex.Array, legal: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """The prior ``[B, A]`` and the legal mask ``[B, A]`` the search uses.
+
+    * A legal action whose logit is ``-inf`` has probability zero and becomes
+      illegal: this is how mctx users mask moves inside the tree, where mctx
+      has no legal mask, so such a move is never searched nor played.
+    * A row where a legal action's logit is NaN or ``+inf`` (a diverged
+      network), or where every legal logit is ``-inf``, gets the uniform
+      distribution over its legal actions, and its mask is kept.
+    * A row with no legal action gets all zeros.
+
+    Args:
+      logits: ``[B, A]`` policy logits.
+      legal: ``[B, A]`` bool.
+
+    Returns:
+      ``(prior [B, A] float32, legal [B, A] bool)``.
+    """
+    logits = logits.astype(jnp.float32)
+    legal = legal.astype(jnp.bool_)
+    diverged = jnp.any(legal & (jnp.isnan(logits) | (logits == jnp.inf)), axis=-1,
+                       keepdims=True)
+    possible = legal & (logits > -jnp.inf)
+    fallback = diverged | ~jnp.any(possible, axis=-1, keepdims=True)
+    legal = jnp.where(fallback, legal, possible)
+    logits = jnp.where(fallback, 0.0, logits)
+    logits = jnp.where(legal, logits, -jnp.inf)
+    top = jnp.max(logits, axis=-1, keepdims=True)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    return normalize(jnp.where(legal, jnp.exp(logits - top), 0.0)), legal
+
+
+def masked_softmax(logits: chex.Array, legal: chex.Array) -> chex.Array:
+    """``[B, A]`` softmax of ``logits [B, A]`` over ``legal [B, A]``; see
+    :func:`prior_and_legal` for ``-inf``, NaN and empty rows."""
+    return prior_and_legal(logits, legal)[0]

@@ -1,0 +1,240 @@
+"""Faults a new user runs into: mctx-style ``-inf`` masking, wrong arguments that must
+give a ``ValueError`` naming the argument, out-of-range values given as arrays, 64-bit
+mode, and a tree capacity below the number of simulations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import checkify
+
+import jaxpuct
+
+B, A = 2, 3
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _bandit_recurrent_fn(params, rng_key, action, embedding):
+    """Single-agent, one step deep: action 0 pays 1, the others 0; then terminal."""
+    del params, rng_key
+    batch = action.shape[0]
+    out = jaxpuct.RecurrentFnOutput(
+        reward=jnp.where(action == 0, 1.0, 0.0), discount=jnp.ones(batch),
+        prior_logits=jnp.zeros((batch, A)), value=jnp.zeros(batch),
+        terminal=jnp.ones(batch, bool))
+    return out, embedding + 1
+
+
+def _root(logits=None, batch=B, dtype=jnp.int32):
+    logits = jnp.zeros((batch, A)) if logits is None else jnp.asarray(logits, jnp.float32)
+    return jaxpuct.RootFnOutput(prior_logits=logits, value=jnp.zeros(batch),
+                                embedding=jnp.zeros(batch, dtype))
+
+
+@jax.jit
+def _minus_inf_policy(logits):
+    return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), _root(logits),
+                                    _bandit_recurrent_fn, 16, dirichlet_fraction=0.0,
+                                    temperature=0.0,
+                                    selection=jaxpuct.PUCTConfig.mctx_muzero())
+
+
+def test_minus_inf_logit_at_the_root_is_never_searched_nor_played():
+    # The reward is on action 0, which the logits mask the mctx way.
+    logits = jnp.array([[-jnp.inf, 0.0, 0.0], [-jnp.inf, 5.0, 0.0]])
+    out = _minus_inf_policy(logits)
+    visits = np.asarray(out.search_tree.summary().visit_counts)
+    np.testing.assert_array_equal(visits[:, 0], [0, 0])
+    assert np.all(np.asarray(out.action) != 0)
+    np.testing.assert_array_equal(np.asarray(out.action_weights)[:, 0], [0.0, 0.0])
+    assert visits.sum(axis=1).tolist() == [16, 16]
+    # The second row's prior is peaked on action 1 and every value is 0: mctx's
+    # rule spends all 16 visits there (as mctx.muzero_policy does).
+    assert visits[1].tolist() == [0, 16, 0]
+
+
+def test_minus_inf_logit_inside_the_tree_is_never_selected():
+    def recurrent_fn(params, rng_key, action, depth):
+        del params, rng_key
+        batch = action.shape[0]
+        # Below the root, action 2 is masked by a -inf logit and pays most.
+        logits = jnp.tile(jnp.array([0.0, 0.0, -jnp.inf]), (batch, 1))
+        out = jaxpuct.RecurrentFnOutput(
+            reward=jnp.where(action == 2, 1.0, 0.0), discount=jnp.ones(batch),
+            prior_logits=logits, value=jnp.zeros(batch))
+        return out, depth + 1
+
+    tree = jax.jit(lambda: jaxpuct.search(None, jax.random.PRNGKey(1), _root(), recurrent_fn,
+                                          64, max_depth=4))()
+    used = np.arange(tree.max_nodes)[None, :] < np.asarray(tree.num_nodes)[:, None]
+    interior = used.copy()
+    interior[:, 0] = False
+    edge_visits = np.asarray(tree.edge_visits)
+    assert edge_visits[interior][:, 2].sum() == 0
+    assert np.all(np.asarray(tree.children_index)[interior][:, 2] == jaxpuct.ILLEGAL)
+
+
+def test_nan_logits_still_give_a_uniform_prior_over_legal_actions():
+    prior = np.asarray(jaxpuct.masked_softmax(jnp.array([[jnp.nan, 0.0, -jnp.inf]]),
+                                              jnp.array([[True, True, True]])))
+    np.testing.assert_allclose(prior, [[1 / 3, 1 / 3, 1 / 3]])
+    every_legal_minus_inf = np.asarray(jaxpuct.masked_softmax(
+        jnp.full((1, 3), -jnp.inf), jnp.array([[True, False, True]])))
+    np.testing.assert_allclose(every_legal_minus_inf, [[0.5, 0.0, 0.5]])
+
+
+def _policy(**kwargs):
+    args = dict(dirichlet_fraction=0.0)
+    args.update(kwargs)
+    root = args.pop("root", _root())
+    recurrent_fn = args.pop("recurrent_fn", _bandit_recurrent_fn)
+    return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), root, recurrent_fn, 4,
+                                    **args)
+
+
+def _only_output(params, rng_key, action, embedding):
+    return _bandit_recurrent_fn(params, rng_key, action, embedding)[0]
+
+
+def _float_embedding(params, rng_key, action, embedding):
+    out, new = _bandit_recurrent_fn(params, rng_key, action, embedding)
+    return out, new.astype(jnp.float32)
+
+
+_SMALL_TREE = jaxpuct.init_tree(_root(), 5)
+_OTHER_BATCH_TREE = jaxpuct.init_tree(_root(batch=B + 1), 5)
+_OTHER_ACTIONS_TREE = jaxpuct.init_tree(
+    jaxpuct.RootFnOutput(prior_logits=jnp.zeros((B, A + 1)), value=jnp.zeros(B),
+                         embedding=jnp.zeros(B, jnp.int32)), 5)
+
+BAD_CALLS = [
+    ("graph as a dict", lambda: _policy(graph={"max_probes": 4}), ["graph", "GraphConfig",
+                                                                    "dict"]),
+    ("graph=True", lambda: _policy(graph=True), ["graph", "GraphConfig", "bool"]),
+    ("search graph as a dict", lambda: jaxpuct.search(
+        None, jax.random.PRNGKey(0), _root(), _bandit_recurrent_fn, 4, graph={}),
+     ["graph", "GraphConfig"]),
+    ("selection as a dict", lambda: _policy(selection={"c_init": 1.0}),
+     ["selection", "PUCTConfig", "dict"]),
+    ("temperature [B+1]", lambda: _policy(temperature=jnp.ones(B + 1)),
+     ["temperature", "[B]", str(B), str(B + 1)]),
+    ("temperature array < 0", lambda: _policy(temperature=jnp.array([-1.0, 1.0])),
+     ["temperature", "-1.0"]),
+    ("dirichlet_fraction array > 1", lambda: _policy(dirichlet_fraction=jnp.array(2.0)),
+     ["dirichlet_fraction", "2.0"]),
+    ("dirichlet_alpha array <= 0", lambda: _policy(dirichlet_fraction=0.25,
+                                                   dirichlet_alpha=np.float32(0.0)),
+     ["dirichlet_alpha", "> 0"]),
+    ("subtree action [B+1]", lambda: jaxpuct.subtree(_SMALL_TREE, jnp.zeros(B + 1, int)),
+     ["action", str([B]), str([B + 1])]),
+    ("recurrent_fn returns only its output", lambda: _policy(recurrent_fn=_only_output),
+     ["recurrent_fn", "pair", "RecurrentFnOutput"]),
+    ("tree from another batch size", lambda: _policy(tree=_OTHER_BATCH_TREE),
+     ["tree", "batch size 3", "B=2"]),
+    ("search: tree with another action count than root", lambda: jaxpuct.search(
+        None, jax.random.PRNGKey(0), _root(), _bandit_recurrent_fn, 4,
+        tree=_OTHER_ACTIONS_TREE), ["tree", "4 actions", "num_actions=3"]),
+    ("tree with another action count", lambda: jaxpuct.search(
+        None, jax.random.PRNGKey(0), None, _bandit_recurrent_fn, 4, tree=_OTHER_ACTIONS_TREE,
+        invalid_actions=jnp.zeros((B, A), bool)), ["invalid_actions", str([B, A + 1])]),
+    ("tree and root disagree on actions", lambda: jaxpuct.subtree_or_init(
+        _OTHER_ACTIONS_TREE, jnp.zeros(B, int), _root()), ["tree", "actions"]),
+    ("embedding dtype changes", lambda: _policy(recurrent_fn=_float_embedding),
+     ["embedding", "int32", "float32"]),
+]
+
+
+@pytest.mark.parametrize("call,words", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS])
+def test_bad_argument_raises_value_error_naming_it(call, words):
+    with pytest.raises(ValueError) as info:
+        call()
+    message = str(info.value)
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_tree_from_another_batch_size_without_root_names_the_batch_size_of_the_tree():
+    # No root to compare with: the per-element keys are checked against the tree.
+    with pytest.raises(ValueError, match=r"rng_key must be one key or a batch of B=3 keys"):
+        jaxpuct.alphazero_policy(None, jax.random.split(jax.random.PRNGKey(0), B), None,
+                                 _bandit_recurrent_fn, 4, tree=_OTHER_BATCH_TREE)
+
+
+def test_traced_out_of_range_values_are_caught_under_checkify():
+    def run(temperature, fraction):
+        return _policy(temperature=temperature, dirichlet_fraction=fraction).action
+
+    checked = jax.jit(checkify.checkify(run))
+    err, _ = checked(jnp.array([1.0, 1.0]), jnp.float32(0.25))
+    err.throw()  # in range: no error
+    err, _ = checked(jnp.array([-1.0, 1.0]), jnp.float32(0.25))
+    with pytest.raises(checkify.JaxRuntimeError, match="temperature"):
+        err.throw()
+    err, _ = checked(jnp.array([1.0, 1.0]), jnp.float32(2.0))
+    with pytest.raises(checkify.JaxRuntimeError, match="dirichlet_fraction"):
+        err.throw()
+
+
+def test_traced_negative_temperature_without_checkify_is_greedy_as_documented():
+    out = jax.jit(lambda t: _policy(temperature=t))(jnp.array([-1.0, 0.0]))
+    weights = np.asarray(out.action_weights)
+    assert set(np.unique(weights)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(weights[0], weights[1])
+
+
+def test_small_capacity_warns_at_trace_time():
+    with pytest.warns(UserWarning, match="max_nodes=2 < num_simulations"):
+        _policy(max_nodes=2)
+
+
+def test_enough_capacity_does_not_warn(recwarn):
+    _policy(max_nodes=5)
+    assert not [w for w in recwarn if "max_nodes" in str(w.message)]
+
+
+def test_search_runs_without_warnings_with_x64_enabled():
+    """Every dtype is explicit: with ``jax_enable_x64`` no int64 reaches an int32
+    array (JAX warns, and a future JAX raises)."""
+    code = textwrap.dedent("""
+        import warnings
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        warnings.simplefilter("error")
+        import jax.numpy as jnp
+        import jaxpuct
+
+        def recurrent_fn(params, key, action, state):
+            new = state * 3 + action.astype(state.dtype) + 1
+            out = jaxpuct.RecurrentFnOutput(
+                reward=jnp.zeros(action.shape[0], jnp.float32),
+                discount=-jnp.ones(action.shape[0], jnp.float32),
+                prior_logits=jnp.zeros((action.shape[0], 3), jnp.float32),
+                value=jnp.sin(new.astype(jnp.float32)),
+                state_hash=jnp.stack([new % 7, new % 5], -1).astype(jnp.uint32))
+            return out, new
+
+        root = jaxpuct.RootFnOutput(
+            prior_logits=jnp.zeros((2, 3), jnp.float32), value=jnp.zeros(2, jnp.float32),
+            embedding=jnp.zeros(2, jnp.int32),
+            state_hash=jnp.zeros((2, 2), jnp.uint32))
+        for graph in (None, jaxpuct.GraphConfig()):
+            out = jax.jit(lambda k: jaxpuct.alphazero_policy(
+                None, k, root, recurrent_fn, 24, graph=graph, max_nodes=25))(
+                jax.random.PRNGKey(0))
+            tree, reused = jaxpuct.subtree(out.search_tree, out.action, graph=graph)
+            jaxpuct.alphazero_policy(None, jax.random.PRNGKey(1), None, recurrent_fn, 8,
+                                     tree=tree, graph=graph)
+        print("ok")
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT_DIR)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=600, cwd=ROOT_DIR)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
