@@ -10,9 +10,16 @@ Submodules:
   ``root``/``recurrent_fn`` for it;
 * :mod:`jaxpuct.testing.random_games`: random finite games (trees or DAGs) solved
   by backward induction, with their ``root``/``recurrent_fn``;
+* :mod:`jaxpuct.testing.synthetic`: a cheap hashed-integer game for benchmarks;
+* :mod:`jaxpuct.testing.pure_search`: search functions with a uniform prior and a
+  zero value for any :class:`jaxpuct.envs.adapter.Environment`;
+* :mod:`jaxpuct.testing.checks`: :func:`check_tree`, structural invariants of a
+  finished search tree;
+* :mod:`jaxpuct.testing.conformance`: :func:`check_recurrent_fn`, checks of a
+  user's ``recurrent_fn`` and root against the search's interface.
 """
 
-from jaxpuct.testing import random_games, tictactoe
+from jaxpuct.testing import pure_search, random_games, synthetic, tictactoe
 from jaxpuct.testing._common import (
     MASKED_LOGIT,
     RecurrentFn,
@@ -20,13 +27,32 @@ from jaxpuct.testing._common import (
     mask_root_logits,
     masked_logits,
 )
+from jaxpuct.testing.checks import check_tree
+from jaxpuct.testing.conformance import (
+    ConformanceError,
+    ConformanceReport,
+    ConformanceWarning,
+    check_recurrent_fn,
+    check_root,
+)
+from jaxpuct.testing.pure_search import make_pure_search_fns, zero_apply
 
 __all__ = [
+    "ConformanceError",
+    "ConformanceReport",
+    "ConformanceWarning",
     "MASKED_LOGIT",
     "RecurrentFn",
+    "check_recurrent_fn",
+    "check_root",
+    "check_tree",
+    "make_pure_search_fns",
     "mask_illegal_logits",
     "mask_root_logits",
     "masked_logits",
+    "pure_search",
     "random_games",
+    "synthetic",
     "tictactoe",
+    "zero_apply",
 ]
