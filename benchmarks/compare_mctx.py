@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxpuct
+from jaxpuct.testing import synthetic
 
 try:
     import mctx
@@ -168,18 +169,25 @@ def compare(impls: list[Impl], cfg: Config, keep_output: bool = True) -> dict[st
 def tree_memory(tree: Any) -> tuple[dict[str, float], dict[str, float]]:
     """Bytes per node slot (per tree) of each array of a batched search tree.
 
-    Arrays whose two leading axes are ``[B, N]`` cost ``prod(shape[2:]) *
-    itemsize`` per node (pytree fields such as the embedding are summed); the
-    others (``[B, A]`` root arrays, ``[B]`` counters) are a fixed cost per tree,
-    returned apart.
+    A ``jaxpuct.Tree`` reports its own per-node cost (``Tree.bytes_per_node()``,
+    the transposition table amortised over the node slots). For other trees
+    (mctx's), arrays whose two leading axes are ``[B, N]`` cost
+    ``prod(shape[2:]) * itemsize`` per node (pytree fields such as the embedding
+    are summed). The remaining arrays (``[B, A]`` root arrays, ``[B]`` counters)
+    are a fixed cost per tree, returned apart.
 
     Returns:
       ``(per_node, per_tree)``: dicts ``field name -> bytes``.
     """
     batch, nodes = tree.children_index.shape[:2]
     per_node: dict[str, float] = {}
+    if isinstance(tree, jaxpuct.Tree):
+        per_node = {name: float(size) for name, size in tree.bytes_per_node().items()}
     per_tree: dict[str, float] = {}
+    measured = set(per_node)
     for field in dataclasses.fields(tree):
+        if field.name in measured:
+            continue
         value = getattr(tree, field.name)
         for leaf in jax.tree.leaves(value):
             shape = tuple(leaf.shape)
@@ -261,50 +269,26 @@ def search_impls(recurrent_fn: Callable, root: Any, params: Any, num_simulations
 # --------------------------------------------------------------------------- synthetic env
 
 
-def _mix32(x: jax.Array) -> jax.Array:
-    """A 32-bit integer hash (``lowbias32``, C. Wellons); ``uint32 -> uint32``."""
-    x = x ^ (x >> 16)
-    x = x * jnp.uint32(0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = x * jnp.uint32(0x846CA68B)
-    return x ^ (x >> 16)
-
-
-def _synthetic_eval(ids: jax.Array, num_actions: int, logit_scale: float,
-                    value_scale: float) -> tuple[jax.Array, jax.Array]:
-    """``(logits [B, A], value [B])`` of states ``ids [B]`` uint32, from sin/cos."""
-    u1 = (ids & jnp.uint32(0xFFFF)).astype(jnp.float32) * (2 * math.pi / 65536)
-    u2 = (ids >> 16).astype(jnp.float32) * (2 * math.pi / 65536)
-    actions = jnp.arange(num_actions, dtype=jnp.float32)
-    logits = logit_scale * jnp.sin(u1[:, None] + actions * u2[:, None])
-    value = value_scale * jnp.cos(3.0 * u1 + u2)
-    return logits, value
-
-
 def synthetic_game(batch_size: int, num_actions: int, logit_scale: float,
                    value_scale: float) -> tuple[jaxpuct.RootFnOutput, Callable]:
-    """A cheap deterministic two-player game without a network.
+    """:func:`jaxpuct.testing.synthetic.synthetic_game`, its recurrent function
+    returning an ``mctx.RecurrentFnOutput`` so that it is handed to both libraries
+    unchanged.
 
-    A state is a ``uint32`` id; action ``a`` leads to ``hash(id * k + a + 1)``, so
-    no two paths meet (a tree). Logits and value are sin/cos of the id (scaled by
-    ``logit_scale`` and ``value_scale``), rewards are 0 and discounts -1. The
-    recurrent function returns an ``mctx.RecurrentFnOutput`` and is handed to
-    both libraries unchanged.
+    A cheap deterministic two-player game without a network: a state is a
+    ``uint32`` id; action ``a`` leads to ``hash(id * k + a + 1)``, so no two paths
+    meet (a tree). Logits and value are sin/cos of the id (scaled by
+    ``logit_scale`` and ``value_scale``), rewards are 0 and discounts -1.
 
     Returns:
       ``(root, recurrent_fn)``.
     """
-    ids = _mix32(jnp.arange(batch_size, dtype=jnp.uint32) + jnp.uint32(12345))
-    logits, value = _synthetic_eval(ids, num_actions, logit_scale, value_scale)
-    root = jaxpuct.RootFnOutput(prior_logits=logits, value=value, embedding=ids)
+    root, game_fn = synthetic.synthetic_game(batch_size, num_actions, logit_scale, value_scale)
 
     def recurrent_fn(params, rng_key, action, ids):
-        del params, rng_key
-        new = _mix32(ids * jnp.uint32(0x9E3779B1) + action.astype(jnp.uint32) + jnp.uint32(1))
-        logits, value = _synthetic_eval(new, num_actions, logit_scale, value_scale)
-        zeros = jnp.zeros_like(value)
-        return mctx.RecurrentFnOutput(reward=zeros, discount=zeros - 1.0,
-                                      prior_logits=logits, value=value), new
+        out, new = game_fn(params, rng_key, action, ids)
+        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
+                                      prior_logits=out.prior_logits, value=out.value), new
 
     return root, recurrent_fn
 

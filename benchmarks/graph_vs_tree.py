@@ -1,9 +1,10 @@
 """Graph search against tree search: cost per simulation, and decisions per evaluation.
 
-1. Cost: the synthetic deep-tree game of ``compare_mctx`` (A = 82, no network;
-   every state hashed) at B = 256, S = 256, tree and graph mode compiled in one
-   process and called in turn; medians. Target (issue "Monte-Carlo Graph
-   Search"): graph-mode time per simulation at most 1.5x tree mode's.
+1. Cost: the synthetic deep-tree game of ``compare_mctx``
+   (``jaxpuct.testing.synthetic``; A = 82, no network; every state hashed) at
+   B = 256, S = 256, tree and graph mode compiled in one process and called in
+   turn; medians. Target (issue "Monte-Carlo Graph Search"): graph-mode time per
+   simulation at most 1.5x tree mode's.
 2. Decision quality per network evaluation: tic-tac-toe, every one of the 4520
    reachable non-terminal positions, uniform prior and zero value (all knowledge
    from exact terminals), temperature 0: how often the move played is
@@ -22,33 +23,14 @@ import statistics
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import jaxpuct
-from benchmarks.compare_mctx import _mix32, synthetic_game
-from examples import ttt_minimax
-
-
-def _hashed(recurrent_fn):
-    """Adds a 64-bit state hash (two uint32 words of the state id) to the outputs."""
-
-    def fn(params, key, action, ids):
-        out, new = recurrent_fn(params, key, action, ids)
-        out = jaxpuct.RecurrentFnOutput(
-            reward=out.reward, discount=out.discount, prior_logits=out.prior_logits,
-            value=out.value, state_hash=jnp.stack([new, _mix32(new ^ jnp.uint32(0x5BD1E995))],
-                                                  axis=-1))
-        return out, new
-
-    return fn
+from jaxpuct.testing import synthetic, tictactoe
 
 
 def cost(batch: int, sims: int, reps: int) -> dict[str, float]:
-    root, recurrent_fn = synthetic_game(batch, 82, 3.0, 1.0)
-    root = root.replace(state_hash=jnp.stack(
-        [root.embedding, _mix32(root.embedding ^ jnp.uint32(0x5BD1E995))], axis=-1))
-    recurrent_fn = _hashed(recurrent_fn)
+    root, recurrent_fn = synthetic.synthetic_game(batch, 82, 3.0, 1.0, with_hash=True)
     compiled = {}
     for name, graph in (("tree", None), ("graph", jaxpuct.GraphConfig())):
         fn = jax.jit(lambda key, graph=graph: jaxpuct.alphazero_policy(
@@ -65,80 +47,37 @@ def cost(batch: int, sims: int, reps: int) -> dict[str, float]:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def _ttt_fns():
-    """Root and recurrent functions of tic-tac-toe with a uniform prior and zero
-    value. The state is ``(board [B, 9], colour to move [B])`` in pgx's encoding
-    (-1 empty, 0 X, 1 O), as in ``examples.ttt_minimax``."""
-    lines = jnp.asarray(ttt_minimax.LINES)
-
-    def features(board, player):
-        legal = board < 0
-        code = jnp.sum((board + 1) * jnp.asarray(ttt_minimax.POWERS), axis=-1)
-        state_hash = jnp.stack([code.astype(jnp.uint32), player.astype(jnp.uint32)], -1)
-        return legal, state_hash
-
-    def root_fn(board, player):
-        legal, state_hash = features(board, player)
-        batch = board.shape[0]
-        return jaxpuct.RootFnOutput(prior_logits=jnp.zeros((batch, 9)), value=jnp.zeros(batch),
-                                    embedding=(board, player), legal_action_mask=legal,
-                                    state_hash=state_hash)
-
-    def recurrent_fn(params, key, action, embedding):
-        board, mover = embedding
-        board = board.at[jnp.arange(board.shape[0]), action].set(mover)
-        won = jnp.any(jnp.all(board[:, lines] == mover[:, None, None], axis=-1), axis=-1)
-        player = 1 - mover
-        legal, state_hash = features(board, player)
-        terminal = won | ~jnp.any(legal, axis=-1)
-        batch = board.shape[0]
-        out = jaxpuct.RecurrentFnOutput(
-            reward=jnp.where(won, 1.0, 0.0), discount=-jnp.ones(batch),
-            prior_logits=jnp.zeros((batch, 9)), value=jnp.zeros(batch),
-            legal_action_mask=legal & ~terminal[:, None], terminal=terminal,
-            state_hash=state_hash)
-        return out, (board, player)
-
-    return root_fn, recurrent_fn
-
-
 def decision_quality(sims_list: list[int]) -> list[dict]:
-    positions = ttt_minimax_positions()
-    optimal = ttt_minimax.optimal_table()
-    boards = jnp.asarray(np.asarray(positions, np.int32))
-    player = jnp.asarray([ttt_minimax.to_move(p) for p in positions], jnp.int32)
+    """Optimal-move rate and tree sizes over every non-terminal tic-tac-toe position.
+
+    The search functions are :mod:`jaxpuct.testing.tictactoe`'s: uniform prior,
+    zero value, exact rewards, and an exact state hash (the position code and the
+    player to move) for graph search.
+    """
+    positions = tictactoe.all_positions()
     assert len(positions) == 4520, len(positions)
-    codes = ttt_minimax.codes(np.asarray(positions))
-    root_fn, recurrent_fn = _ttt_fns()
+    states = tictactoe.batch(positions)
+    optimal = tictactoe.optimal_move_table()
+    codes = np.array([tictactoe.code(p) for p in positions])
+    recurrent_fn = tictactoe.make_recurrent_fn(with_hash=True)
     rows = []
     for sims in sims_list:
         for name, graph in (("tree", None), ("graph", jaxpuct.GraphConfig())):
-            out = jax.jit(lambda b, p, graph=graph, sims=sims: jaxpuct.alphazero_policy(
-                None, jax.random.PRNGKey(0), root_fn(b, p), recurrent_fn, sims,
-                dirichlet_fraction=0.0, temperature=0.0, graph=graph))(boards, player)
+            out = jax.jit(lambda s, graph=graph, sims=sims: jaxpuct.alphazero_policy(
+                None, jax.random.PRNGKey(0), tictactoe.root(s, with_hash=True), recurrent_fn,
+                sims, dirichlet_fraction=0.0, temperature=0.0, graph=graph))(states)
             action = np.asarray(out.action)
             rate = float(np.mean(optimal[codes, action]))
             tree = out.search_tree
             nodes = np.asarray(tree.num_nodes)
-            node_boards = np.asarray(tree.embeddings[0])
-            node_player = np.asarray(tree.embeddings[1])
+            # The relative board and the player to move identify a state.
+            node_boards = np.asarray(tree.embeddings.board)
+            node_player = np.asarray(tree.embeddings.player)
             distinct = [len({(node_boards[b, n].tobytes(), int(node_player[b, n]))
                              for n in range(nodes[b])}) for b in range(len(positions))]
             rows.append(dict(sims=sims, mode=name, optimal_rate=rate,
                              nodes=float(nodes.mean()), distinct=float(np.mean(distinct))))
     return rows
-
-
-def ttt_minimax_positions() -> list[tuple[int, ...]]:
-    """Every reachable non-terminal position, in a fixed order."""
-    seen, frontier = set(), [(-1,) * 9]
-    while frontier:
-        board = frontier.pop()
-        if board in seen or ttt_minimax.winner(board) >= 0 or -1 not in board:
-            continue
-        seen.add(board)
-        frontier.extend(ttt_minimax.play(board, cell) for cell in range(9) if board[cell] < 0)
-    return sorted(seen, key=lambda b: (sum(x >= 0 for x in b), b))
 
 
 def main(argv=None) -> None:

@@ -44,6 +44,7 @@ import numpy as np
 
 import jaxpuct
 from jaxpuct import reuse
+from jaxpuct.testing import synthetic
 
 TABLE_SIZE = 4096
 
@@ -54,14 +55,6 @@ def make_game(num_actions: int, seed: int = 0):
     logits = jnp.asarray(rng.standard_normal((TABLE_SIZE, num_actions)), jnp.float32)
     values = jnp.asarray(rng.uniform(-1, 1, TABLE_SIZE), jnp.float32)
 
-    def mix(x):  # a 32-bit integer hash (lowbias32, C. Wellons)
-        x = x.astype(jnp.uint32)
-        x = x ^ (x >> 16)
-        x = x * jnp.uint32(0x7FEB352D)
-        x = x ^ (x >> 15)
-        x = x * jnp.uint32(0x846CA68B)
-        return x ^ (x >> 16)
-
     def evaluate(state):
         row = (state % TABLE_SIZE).astype(jnp.int32)
         return logits[row], values[row]
@@ -70,14 +63,14 @@ def make_game(num_actions: int, seed: int = 0):
         return jnp.stack([state, jnp.zeros_like(state)], axis=-1)
 
     def root_fn(batch: int) -> jaxpuct.RootFnOutput:
-        state = mix(jnp.arange(batch, dtype=jnp.uint32))
+        state = synthetic.mix32(jnp.arange(batch, dtype=jnp.uint32))
         prior, value = evaluate(state)
         return jaxpuct.RootFnOutput(prior_logits=prior, value=value, embedding=state,
                                     state_hash=state_hash(state))
 
     def recurrent_fn(params, rng_key, action, state):
         del params, rng_key
-        new_state = mix(state * jnp.uint32(num_actions) + action.astype(jnp.uint32) + 1)
+        new_state = synthetic.mix32(state * jnp.uint32(num_actions) + action.astype(jnp.uint32) + 1)
         prior, value = evaluate(new_state)
         out = jaxpuct.RecurrentFnOutput(
             reward=jnp.zeros_like(value), discount=-jnp.ones_like(value),

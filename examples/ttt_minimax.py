@@ -1,9 +1,10 @@
-"""Exact tic-tac-toe minimax, and exhaustive evaluation of an agent against it.
+"""Exhaustive evaluation of a tic-tac-toe agent against exact minimax.
 
-Boards use pgx's encoding (``state._x.board``, 9 cells, row-major): ``-1``
-empty, ``0`` X (the first player), ``1`` O. The position code is
-``sum((board[i] + 1) * 3**i)``, so a ``[3**9, 9]`` table answers "which moves are
-optimal here" by one lookup.
+The rules and the minimax values are :mod:`jaxpuct.testing.tictactoe`'s. Boards
+here use pgx's encoding (``state._x.board``, 9 cells, row-major): ``-1`` empty,
+``0`` X (the first player), ``1`` O. The position code is
+``sum((board[i] + 1) * 3**i)`` (that of ``jaxpuct.testing.tictactoe.code``), so a
+``[3**9, 9]`` table answers "which moves are optimal here" by one lookup.
 
 :func:`evaluate_tree` plays the agent (deterministic: greedy search with the
 network) against **every** reply of the opponent, as X and as O: at each
@@ -15,73 +16,33 @@ over leaves, so "0 losses" means no line of play loses.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
-NUM_CODES = 3 ** 9
+from jaxpuct.testing import tictactoe
+
+NUM_CODES = tictactoe.NUM_CODES
 POWERS = 3 ** np.arange(9)
 
 
-def winner(board: tuple[int, ...]) -> int:
-    """``0`` or ``1`` for the colour with three in a row, ``-1`` for none."""
-    for a, b, c in LINES:
-        if board[a] >= 0 and board[a] == board[b] == board[c]:
-            return board[a]
-    return -1
-
-
-@functools.cache
-def value(board: tuple[int, ...]) -> int:
-    """Minimax value for the colour to move: 1 win, 0 draw, -1 loss."""
-    if winner(board) >= 0:
-        return -1  # the previous mover just won
-    empty = [i for i in range(9) if board[i] < 0]
-    if not empty:
-        return 0
-    return max(-value(play(board, i)) for i in empty)
-
-
-def to_move(board: tuple[int, ...]) -> int:
-    return sum(1 for x in board if x >= 0) % 2
-
-
-def play(board: tuple[int, ...], cell: int) -> tuple[int, ...]:
-    out = list(board)
-    out[cell] = to_move(board)
-    return tuple(out)
-
-
 def codes(boards: np.ndarray) -> np.ndarray:
-    """``[N, 9]`` boards -> ``[N]`` position codes."""
+    """``[N, 9]`` pgx boards -> ``[N]`` position codes.
+
+    Equal to :func:`jaxpuct.testing.tictactoe.code` of the same position (digit
+    0 empty, 1 X, 2 O).
+    """
     return ((np.asarray(boards).reshape(-1, 9) + 1) * POWERS).sum(-1)
 
 
-@functools.lru_cache(maxsize=1)
 def optimal_table() -> np.ndarray:
     """``[3**9, 9]`` bool: the minimax-optimal moves of every reachable
-    non-terminal position (all ``False`` elsewhere)."""
-    table = np.zeros((NUM_CODES, 9), bool)
-    seen = set()
-    stack = [(-1,) * 9]
-    while stack:
-        board = stack.pop()
-        if board in seen:
-            continue
-        seen.add(board)
-        empty = [i for i in range(9) if board[i] < 0]
-        if winner(board) >= 0 or not empty:
-            continue
-        q = {i: -value(play(board, i)) for i in empty}
-        best = max(q.values())
-        code = int(codes(np.array(board))[0])
-        for i in empty:
-            table[code, i] = q[i] == best
-            stack.append(play(board, i))
-    return table
+    non-terminal position, indexed by :func:`codes` (all ``False`` elsewhere).
+
+    :func:`jaxpuct.testing.tictactoe.optimal_move_table` (exact negamax over the
+    4520 positions), read-only.
+    """
+    return tictactoe.optimal_move_table()
 
 
 def _take(tree, index):

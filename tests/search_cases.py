@@ -20,6 +20,7 @@ import oracles
 
 import jaxpuct
 from jaxpuct import ILLEGAL, UNEXPANDED, PUCTConfig
+from jaxpuct.testing import checks as testing_checks
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
@@ -154,17 +155,16 @@ def check_tree(tree: jaxpuct.Tree, forest: oracles.RandomGame, roots: np.ndarray
     """Structural invariants of a tree searched for ``sims`` simulations on ``forest``.
 
     ``root_legal [B, A]``: the root's legal actions (default: the game's).
-    Checks, for every batch element:
+    Checks ``jaxpuct.testing.check_tree(tree, sims)`` (slots below ``num_nodes``
+    used, the others untouched; root visits ``sims + 1``; one parent edge per node,
+    created after its parent; ``N(n, a) = N(child)``; no visited illegal edge; no
+    visited edge without a child unless the tree is full), and, for every batch
+    element:
 
-    * slots below ``num_nodes`` are used, the others untouched; the root counts
-      ``sims + 1`` visits and its edges ``sims``;
-    * every child index points to a used slot created after its parent, every
-      non-root used node has exactly one parent edge, and ``num_nodes`` is one more
-      than the number of links;
     * every node is the game state its path leads to: embedding, reward and discount
       of its incoming move, terminal flag, raw value, prior, and ILLEGAL exactly at
       the game's illegal moves (and every move of a terminal node);
-    * illegal edges and edges of terminal nodes have no visits;
+    * edges of terminal nodes have no visits;
     * ``N(n) = 1 + Σ_a N(n, a)`` for non-terminal nodes above ``max_depth`` and
       ``N(n, a) = N(child)`` for every link; nodes at ``max_depth`` keep their
       network value and are never expanded;
@@ -173,6 +173,8 @@ def check_tree(tree: jaxpuct.Tree, forest: oracles.RandomGame, roots: np.ndarray
       (a full tree);
     * every Q lies within the bounds of the returns the game allows below its node.
     """
+    # Game-independent invariants (counts, links, capacity, unused slots).
+    testing_checks.check_tree(tree, sims)
     t = jax.tree.map(np.asarray, tree)
     children_game = np.asarray(forest.children)
     lo_bound, hi_bound = forest_bounds(forest)
@@ -180,42 +182,23 @@ def check_tree(tree: jaxpuct.Tree, forest: oracles.RandomGame, roots: np.ndarray
     depth_limit = capacity if max_depth is None else max_depth
     for b in range(batch):
         n = int(t.num_nodes[b])
-        assert 1 <= n <= capacity
         kids = t.children_index[b]
         game_node = t.embeddings[b]
         legal_root = (children_game[roots[b]] >= 0) if root_legal is None else root_legal[b]
-        searched = legal_root.any()
         assert game_node[0] == roots[b]
-        assert t.node_visits[b, 0] == (sims + 1 if searched else 1)
-        assert t.edge_visits[b, 0].sum() == (sims if searched else 0)
         np.testing.assert_array_equal(kids[0] == ILLEGAL, ~legal_root)
 
-        # Unused slots are untouched.
-        assert np.all(t.node_visits[b, n:] == 0)
-        assert np.all(kids[n:] == UNEXPANDED)
-        assert np.all(t.edge_visits[b, n:] == 0)
-        assert np.all(t.children_prior[b, n:] == 0)
-        assert np.all(t.node_values[b, n:] == 0) and np.all(t.raw_values[b, n:] == 0)
-
         used = kids[:n]
-        assert np.all((used == ILLEGAL) | (used == UNEXPANDED) | ((used >= 1) & (used < n)))
         links = np.argwhere(used >= 0)
-        child_ids = used[used >= 0]
-        assert np.array_equal(np.sort(child_ids), np.arange(1, n)), "one parent edge each"
-        assert n == 1 + len(links)
-
         depth = np.zeros(n, np.int64)
-        full = n == capacity
         for p, a in links:
             c = kids[p, a]
-            assert c > p
             depth[c] = depth[p] + 1
             g = children_game[game_node[p], a]
             assert g >= 0, "a stored child of an illegal move"
             assert game_node[c] == g
             assert t.node_rewards[b, c] == np.float32(forest.reward[game_node[p], a])
             assert t.node_discounts[b, c] == np.float32(forest.discount[game_node[p], a])
-            assert t.edge_visits[b, p, a] == t.node_visits[b, c]
         assert depth.max() <= depth_limit
 
         for i in range(n):
@@ -235,9 +218,7 @@ def check_tree(tree: jaxpuct.Tree, forest: oracles.RandomGame, roots: np.ndarray
                 prior /= prior.sum()
             np.testing.assert_allclose(t.children_prior[b, i], prior, rtol=1e-6, atol=1e-7)
             visits = t.edge_visits[b, i]
-            assert np.all(visits[kids[i] == ILLEGAL] == 0), "an illegal move was visited"
             childless_visits = np.any((kids[i] == UNEXPANDED) & (visits > 0))
-            assert full or not childless_visits, "a visited edge without child, tree not full"
             if terminal or not (kids[i] != ILLEGAL).any():
                 assert visits.sum() == 0
                 assert t.node_values[b, i] == t.raw_values[b, i]

@@ -1,0 +1,44 @@
+"""Types and small helpers shared by the modules of :mod:`jaxpuct.testing`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import chex
+import jax.numpy as jnp
+
+from jaxpuct.types import RecurrentFnOutput, RootFnOutput
+
+# ``recurrent_fn(params, rng_key, action [B], embedding) -> (RecurrentFnOutput, embedding)``
+RecurrentFn = Callable[[Any, chex.PRNGKey, chex.Array, Any], tuple[RecurrentFnOutput, Any]]
+
+# Finite (not -inf) so that softmax, temperature or noise never produce NaN, yet
+# exp(MASKED_LOGIT - max) underflows to exactly 0 in float32.
+MASKED_LOGIT = -1e9
+
+
+def masked_logits(logits: chex.Array, legal: chex.Array) -> chex.Array:
+    """``[B, A]`` logits with illegal entries (``legal [B, A]`` False) set to ``MASKED_LOGIT``."""
+    return jnp.where(legal, logits, jnp.asarray(MASKED_LOGIT, logits.dtype))
+
+
+def mask_illegal_logits(recurrent_fn: RecurrentFn) -> RecurrentFn:
+    """Wraps ``recurrent_fn`` so that its prior puts zero mass on illegal actions.
+
+    For searches that ignore ``legal_action_mask`` below the root (mctx): they can
+    still pick an illegal action when every legal one scores lower, so equality with
+    such a search only holds on games where every action is legal.
+    """
+
+    def fn(params: Any, rng_key: chex.PRNGKey, action: chex.Array, embedding: Any):
+        out, new_embedding = recurrent_fn(params, rng_key, action, embedding)
+        logits = masked_logits(out.prior_logits, out.legal_action_mask)
+        return out.replace(prior_logits=logits), new_embedding
+
+    return fn
+
+
+def mask_root_logits(root: RootFnOutput) -> RootFnOutput:
+    """``root`` with its prior's illegal entries set to ``MASKED_LOGIT``."""
+    return root.replace(prior_logits=masked_logits(root.prior_logits, root.legal_action_mask))

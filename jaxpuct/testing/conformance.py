@@ -1,0 +1,397 @@
+"""Conformance checks for a user's ``recurrent_fn`` and root, before searching with it.
+
+In the spirit of pgx's API test (``pgx.api_test``, which steps an environment at
+random and checks the shapes, dtypes and conventions of every state), and for
+the mctx-compatible interface of :mod:`jaxpuct.types`:
+:func:`check_recurrent_fn` plays a few random legal moves from ``root`` and
+checks, at every step,
+
+* **fields, shapes and dtypes**: ``reward``, ``discount``, ``value`` ``[B]``
+  float; ``prior_logits`` ``[B, A]`` float; ``legal_action_mask`` ``[B, A]``
+  bool; ``terminal`` ``[B]`` bool; ``state_hash`` ``[B, 2]`` uint32 (present in
+  every output iff present at the root);
+* **the embedding** keeps its pytree structure and every leaf its shape and dtype
+  (the search stores embeddings in fixed arrays: a changed dtype is cast or fails);
+* **jit**: ``jax.jit(recurrent_fn)`` runs (no Python branch on a traced value)
+  and gives what the eager call gives;
+* **finite outputs** for states reached by legal moves: reward, discount and value
+  finite; prior logits never NaN or ``+inf``, ``-inf`` only on illegal actions;
+* **batch independence**: element ``b`` of a batched call equals a call on
+  element ``b`` alone (batch of 1, same key), i.e. nothing leaks across the batch;
+* **terminal conventions** (when ``terminal`` is given): a non-terminal state has
+  a legal action (an error); a terminal state with a non-zero value or with legal
+  actions is reported as a warning, since the search (like mctx's convention)
+  expects the outcome in the reward and a terminal value of 0.
+
+The root is checked the same way (shapes, dtypes, prior logits consistent with its
+legal mask). The first failed check raises :class:`ConformanceError`, whose
+message names the field and says what to fix; non-fatal findings are returned in
+:attr:`ConformanceReport.warnings` (and emitted with :func:`warnings.warn`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpuct.testing._common import RecurrentFn
+
+__all__ = ["ConformanceError", "ConformanceReport", "ConformanceWarning",
+           "check_recurrent_fn", "check_root"]
+
+
+class ConformanceError(ValueError):
+    """A ``recurrent_fn`` or root breaks the interface.
+
+    Attributes:
+      field: the output field or embedding leaf at fault (``"value"``,
+        ``"embedding.board"``, ``"recurrent_fn"`` for the function itself).
+      check: which check failed: ``"shape"``, ``"dtype"``, ``"missing"``,
+        ``"structure"``, ``"jit"``, ``"finite"``, ``"batch_independence"``,
+        ``"terminal"``, ``"legal_mask"``.
+    """
+
+    def __init__(self, field: str, check: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.check = check
+
+
+class ConformanceWarning(UserWarning):
+    """A finding that does not break the search but probably is a mistake."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ConformanceReport:
+    """What :func:`check_recurrent_fn` checked (it raised if anything failed).
+
+    Attributes:
+      batch_size: ``B``.
+      num_actions: ``A``.
+      num_steps: steps played.
+      has_legal_mask: the outputs carry ``legal_action_mask``.
+      has_terminal: the outputs carry ``terminal``.
+      has_state_hash: the root and outputs carry ``state_hash``.
+      warnings: non-fatal findings, one sentence each.
+    """
+
+    batch_size: int
+    num_actions: int
+    num_steps: int
+    has_legal_mask: bool
+    has_terminal: bool
+    has_state_hash: bool
+    warnings: tuple[str, ...] = ()
+
+
+_FLOAT_B = ("reward", "discount", "value")
+
+
+def _fail(field: str, check: str, message: str) -> None:
+    raise ConformanceError(field, check, message)
+
+
+def _check_array(field: str, x: Any, shape: tuple[int, ...], kind: str) -> np.ndarray:
+    """``x`` as a host array after checking its shape and dtype kind."""
+    if x is None:
+        _fail(field, "missing", f"is None; expected an array of shape {shape}")
+    x = np.asarray(x)
+    if x.shape != shape:
+        _fail(field, "shape", f"has shape {x.shape}, expected {shape} (B = {shape[0]}"
+              + (f", A = {shape[1]}" if len(shape) > 1 and field != "state_hash" else "")
+              + "); batch every output along its leading axis")
+    if kind == "float" and not np.issubdtype(x.dtype, np.floating):
+        _fail(field, "dtype", f"has dtype {x.dtype}; expected a float dtype "
+              f"(cast with .astype(jnp.float32))")
+    if kind == "bool" and x.dtype != np.bool_:
+        _fail(field, "dtype", f"has dtype {x.dtype}; expected bool (e.g. mask != 0)")
+    if kind == "uint32" and x.dtype != np.uint32:
+        _fail(field, "dtype", f"has dtype {x.dtype}; expected uint32 (two 32-bit words of "
+              "a 64-bit hash, e.g. jaxpuct.envs.hashing.zobrist_hash)")
+    return x
+
+
+def _leaves(embedding: Any) -> tuple[list[tuple[str, Any]], Any]:
+    flat, treedef = jax.tree_util.tree_flatten_with_path(embedding)
+    return [("embedding" + jax.tree_util.keystr(path), leaf) for path, leaf in flat], treedef
+
+
+def _embedding_spec(embedding: Any, batch: int) -> tuple[Any, list[tuple[str, tuple, Any]]]:
+    leaves, treedef = _leaves(embedding)
+    if not leaves:
+        _fail("embedding", "structure", "has no array leaves; the search needs a batched "
+              "state (any pytree of [B, ...] arrays)")
+    spec = []
+    for name, leaf in leaves:
+        shape = tuple(np.shape(leaf))
+        if not shape or shape[0] != batch:
+            _fail(name, "shape", f"has shape {shape}; every embedding leaf must be [B, ...] "
+                  f"with B = {batch}")
+        spec.append((name, shape, np.asarray(leaf).dtype))
+    return treedef, spec
+
+
+def _check_embedding(embedding: Any, treedef: Any, spec: list) -> None:
+    leaves, new_treedef = _leaves(embedding)
+    if new_treedef != treedef:
+        _fail("embedding", "structure", f"changed pytree structure: {treedef} became "
+              f"{new_treedef}; return the new state in the same structure as the old")
+    for (name, leaf), (_, shape, dtype) in zip(leaves, spec, strict=True):
+        if tuple(np.shape(leaf)) != shape:
+            _fail(name, "shape", f"changed shape from {shape} to {tuple(np.shape(leaf))}; "
+                  "the search stores embeddings in fixed-shape arrays")
+        if np.asarray(leaf).dtype != dtype:
+            _fail(name, "dtype", f"changed dtype from {dtype} to {np.asarray(leaf).dtype}; "
+                  "return every leaf with its input dtype (e.g. .astype(x.dtype))")
+
+
+def _check_logits(field: str, logits: np.ndarray, legal: np.ndarray | None,
+                  rows: np.ndarray) -> None:
+    logits = logits[rows]
+    if np.isnan(logits).any():
+        _fail(field, "finite", "contains NaN; a prior must be a number for every action "
+              "(use a large negative finite logit for illegal actions)")
+    if np.isposinf(logits).any():
+        _fail(field, "finite", "contains +inf")
+    if legal is not None and np.isneginf(logits[legal[rows]]).any():
+        _fail(field, "legal_mask", "is -inf on a legal action: the prior would never "
+              "select it; mask only illegal actions, or fix legal_action_mask")
+
+
+def check_root(root: Any, *, num_actions: int | None = None) -> tuple[int, int]:
+    """Checks a root (``jaxpuct.RootFnOutput``); returns ``(B, A)``.
+
+    ``prior_logits`` ``[B, A]`` float, ``value`` ``[B]`` float and finite,
+    ``legal_action_mask`` ``[B, A]`` bool (optional), ``state_hash`` ``[B, 2]``
+    uint32 (optional), every embedding leaf ``[B, ...]``; prior logits never NaN
+    or ``+inf``, and ``-inf`` only on illegal actions. Raises
+    :class:`ConformanceError`.
+    """
+    for name in ("prior_logits", "value", "embedding"):
+        if not hasattr(root, name):
+            _fail(name, "missing", f"the root has no field {name!r}; build it with "
+                  "jaxpuct.RootFnOutput")
+    logits = np.asarray(root.prior_logits)
+    if logits.ndim != 2:
+        _fail("prior_logits", "shape", f"has shape {logits.shape}, expected [B, A]")
+    batch, actions = logits.shape
+    if num_actions is not None and actions != num_actions:
+        _fail("prior_logits", "shape", f"has {actions} actions, expected {num_actions}")
+    _check_array("prior_logits", logits, (batch, actions), "float")
+    value = _check_array("value", root.value, (batch,), "float")
+    if not np.isfinite(value).all():
+        _fail("value", "finite", "root value is not finite (NaN or inf)")
+    legal = getattr(root, "legal_action_mask", None)
+    if legal is not None:
+        legal = _check_array("legal_action_mask", legal, (batch, actions), "bool")
+    if getattr(root, "state_hash", None) is not None:
+        _check_array("state_hash", root.state_hash, (batch, 2), "uint32")
+    _check_logits("prior_logits", logits, legal, np.arange(batch))
+    _embedding_spec(root.embedding, batch)
+    return batch, actions
+
+
+def _outputs(out: Any, batch: int, actions: int, with_hash: bool) -> dict[str, np.ndarray]:
+    """Checks one ``recurrent_fn`` output's fields; returns them as host arrays."""
+    fields = {}
+    for name in _FLOAT_B + ("prior_logits",):
+        if not hasattr(out, name):
+            _fail(name, "missing", "the output has no such field; return a "
+                  "jaxpuct.RecurrentFnOutput (or mctx.RecurrentFnOutput)")
+    for name in _FLOAT_B:
+        fields[name] = _check_array(name, getattr(out, name), (batch,), "float")
+    fields["prior_logits"] = _check_array("prior_logits", out.prior_logits,
+                                          (batch, actions), "float")
+    if getattr(out, "legal_action_mask", None) is not None:
+        fields["legal_action_mask"] = _check_array(
+            "legal_action_mask", out.legal_action_mask, (batch, actions), "bool")
+    if getattr(out, "terminal", None) is not None:
+        fields["terminal"] = _check_array("terminal", out.terminal, (batch,), "bool")
+    state_hash = getattr(out, "state_hash", None)
+    if with_hash and state_hash is None:
+        _fail("state_hash", "missing", "the root has a state_hash but the output does not; "
+              "graph search needs one at every node")
+    if state_hash is not None:
+        fields["state_hash"] = _check_array("state_hash", state_hash, (batch, 2), "uint32")
+    return fields
+
+
+def _random_legal_actions(rng: np.random.Generator, legal: np.ndarray | None, batch: int,
+                          actions: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(action [B] int32, acted_legally [B] bool)``: uniform over the legal actions
+    (action 0 where none is legal)."""
+    if legal is None:
+        return rng.integers(0, actions, batch).astype(np.int32), np.ones(batch, bool)
+    scores = np.where(legal, rng.random(legal.shape), -1.0)
+    return np.argmax(scores, axis=1).astype(np.int32), legal.any(axis=1)
+
+
+def _compare(name: str, check: str, expected: np.ndarray, got: np.ndarray, atol: float,
+             what: str) -> None:
+    if expected.dtype.kind in "fc":
+        same = np.allclose(expected, got, rtol=atol, atol=atol, equal_nan=True)
+    else:
+        same = np.array_equal(expected, got)
+    if not same:
+        _fail(name, check, what)
+
+
+def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
+                       num_steps: int = 4, rng_key: jax.Array | None = None,
+                       seed: int = 0, check_jit: bool = True,
+                       check_batch_independence: bool = True,
+                       atol: float = 1e-5) -> ConformanceReport:
+    """Checks ``recurrent_fn`` (and ``root``) against the search's interface.
+
+    Plays ``num_steps`` random legal moves from ``root`` (uniform over each
+    element's legal actions; every action where no mask is given) and runs the
+    checks of the module docstring at every step. Stops early when no element has
+    a legal action left.
+
+    Args:
+      recurrent_fn: ``recurrent_fn(params, rng_key, action [B] int32, embedding)
+        -> (RecurrentFnOutput, embedding)``.
+      params: passed through to ``recurrent_fn``.
+      root: a ``jaxpuct.RootFnOutput`` with ``B`` states (e.g. your ``root_fn``'s
+        output). ``B >= 2`` makes the batch-independence check meaningful.
+      num_steps: moves played.
+      rng_key: the key passed to ``recurrent_fn`` (split per step); default
+        ``jax.random.PRNGKey(seed)``.
+      seed: NumPy seed of the random moves (and of the default key).
+      check_jit: compare ``jax.jit(recurrent_fn)`` with the eager call.
+      check_batch_independence: compare each batch element with a call on that
+        element alone (a batch of 1 with the same key). A ``recurrent_fn`` that
+        draws random numbers from its key for the whole batch legitimately gives
+        different numbers for a batch of 1: switch this off for it.
+      atol: absolute and relative tolerance of the float comparisons.
+
+    Returns:
+      A :class:`ConformanceReport` (warnings included).
+
+    Raises:
+      ConformanceError: on the first failed check; ``.field`` names the field,
+        ``.check`` the check, and the message says what to fix.
+    """
+    batch, actions = check_root(root)
+    treedef, spec = _embedding_spec(root.embedding, batch)
+    with_hash = getattr(root, "state_hash", None) is not None
+    legal = getattr(root, "legal_action_mask", None)
+    legal = None if legal is None else np.asarray(legal)
+    rng = np.random.default_rng(seed)
+    key = jax.random.PRNGKey(seed) if rng_key is None else rng_key
+    jitted = jax.jit(recurrent_fn) if check_jit else None
+    embedding = root.embedding
+    found: list[str] = []
+    has_legal = has_terminal = False
+    steps = 0
+    for step in range(num_steps):
+        action_np, active = _random_legal_actions(rng, legal, batch, actions)
+        if not active.any():
+            break
+        key, step_key = jax.random.split(key)
+        action = jnp.asarray(action_np)
+        try:
+            out, new_embedding = recurrent_fn(params, step_key, action, embedding)
+        except Exception as err:  # noqa: BLE001 - reported with its cause
+            raise ConformanceError("recurrent_fn", "call", f"raised {type(err).__name__} at "
+                                   f"step {step}: {err}") from err
+        fields = _outputs(out, batch, actions, with_hash)
+        _check_embedding(new_embedding, treedef, spec)
+
+        if jitted is not None:
+            try:
+                jit_out, jit_embedding = jitted(params, step_key, action, embedding)
+            except (jax.errors.ConcretizationTypeError,
+                    jax.errors.TracerBoolConversionError,
+                    jax.errors.TracerIntegerConversionError,
+                    jax.errors.TracerArrayConversionError) as err:
+                raise ConformanceError(
+                    "recurrent_fn", "jit", "is not jit-able: it reads a traced value as a "
+                    "Python value (an `if`, `int()` or NumPy call on an array). Use "
+                    f"jnp.where / jax.lax.cond / jnp functions instead. JAX said: "
+                    f"{type(err).__name__}: {str(err).splitlines()[0]}") from err
+            except Exception as err:  # noqa: BLE001 - reported with its cause
+                raise ConformanceError("recurrent_fn", "jit", f"fails under jax.jit: "
+                                       f"{type(err).__name__}: {err}") from err
+            jit_fields = _outputs(jit_out, batch, actions, with_hash)
+            for name, value in fields.items():
+                _compare(name, "jit", value, jit_fields[name], atol,
+                         "differs between jax.jit(recurrent_fn) and the eager call; a "
+                         "Python side effect or a value computed outside JAX?")
+            for (name, leaf), (_, jit_leaf) in zip(_leaves(new_embedding)[0],
+                                                   _leaves(jit_embedding)[0], strict=True):
+                _compare(name, "jit", np.asarray(leaf), np.asarray(jit_leaf), atol,
+                         "differs between jax.jit(recurrent_fn) and the eager call")
+
+        rows = np.flatnonzero(active)
+        for name in _FLOAT_B:
+            if not np.isfinite(fields[name][rows]).all():
+                bad = int(rows[~np.isfinite(fields[name][rows])][0])
+                _fail(name, "finite", f"is {fields[name][bad]} for batch element {bad} at "
+                      f"step {step}; every {name} must be finite (a diverged network? "
+                      "use jnp.nan_to_num or fix the model)")
+        new_legal = fields.get("legal_action_mask")
+        _check_logits("prior_logits", fields["prior_logits"], new_legal, rows)
+        if new_legal is not None:
+            has_legal = True
+        if "terminal" in fields:
+            has_terminal = True
+            terminal = fields["terminal"]
+            if new_legal is not None:
+                stuck = rows[~terminal[rows] & ~new_legal[rows].any(axis=1)]
+                if stuck.size:
+                    _fail("terminal", "terminal", f"batch element {int(stuck[0])} at step "
+                          f"{step} has no legal action but terminal=False; set terminal "
+                          "for states where the game is over")
+                with_moves = rows[terminal[rows] & new_legal[rows].any(axis=1)]
+                if with_moves.size:
+                    found.append(f"step {step}: terminal states with legal actions (batch "
+                                 f"element {int(with_moves[0])}); the search never expands "
+                                 "a terminal state, so its legal mask is ignored")
+            nonzero = rows[terminal[rows] & (fields["value"][rows] != 0)]
+            if nonzero.size:
+                found.append(f"step {step}: terminal states with a non-zero value (batch "
+                             f"element {int(nonzero[0])}: {fields['value'][nonzero[0]]}); "
+                             "the outcome should be in the reward of the move and the "
+                             "value of a terminal state 0")
+
+        if check_batch_independence:
+            for b in range(batch):
+                one = jax.tree.map(lambda x, b=b: x[b:b + 1], embedding)
+                try:
+                    out_b, emb_b = recurrent_fn(params, step_key, action[b:b + 1], one)
+                except Exception as err:  # noqa: BLE001 - reported with its cause
+                    raise ConformanceError(
+                        "recurrent_fn", "batch_independence", "failed on a batch of 1 (the "
+                        "batch-independence check calls it per element); make it work for "
+                        "any B or pass check_batch_independence=False. "
+                        f"{type(err).__name__}: {err}") from err
+                fields_b = _outputs(out_b, 1, actions, with_hash)
+                for name, value in fields.items():
+                    _compare(name, "batch_independence", value[b:b + 1], fields_b[name], atol,
+                             f"of batch element {b} at step {step} differs from a call on "
+                             "that element alone: the output leaks across the batch (a "
+                             "reduction over axis 0, a roll, batch statistics?)")
+                for (name, leaf), (_, leaf_b) in zip(_leaves(new_embedding)[0],
+                                                     _leaves(emb_b)[0], strict=True):
+                    _compare(name, "batch_independence", np.asarray(leaf)[b:b + 1],
+                             np.asarray(leaf_b), atol,
+                             f"of batch element {b} at step {step} differs from a call on "
+                             "that element alone: the new state leaks across the batch")
+        embedding = new_embedding
+        legal = new_legal if new_legal is not None else legal
+        if "terminal" in fields:
+            legal = (np.ones((batch, actions), bool) if legal is None else legal) & \
+                ~fields["terminal"][:, None]
+        steps += 1
+
+    for message in found:
+        warnings.warn(message, ConformanceWarning, stacklevel=2)
+    return ConformanceReport(batch_size=batch, num_actions=actions, num_steps=steps,
+                             has_legal_mask=has_legal, has_terminal=has_terminal,
+                             has_state_hash=with_hash, warnings=tuple(found))

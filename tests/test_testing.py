@@ -1,0 +1,282 @@
+"""Tests of ``jaxpuct.testing``: import isolation, the conformance checker (passes on
+the library's own games, names the field of each planted fault), ``check_tree``
+(passes on searched trees, catches corrupted ones), and the shared game helpers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpuct
+import jaxpuct.testing as jt
+from jaxpuct.testing import random_games, synthetic, tictactoe
+
+B = 4
+_TTT_POSITIONS = [tictactoe.EMPTY, tictactoe.parse("X.. .O. ..."),
+                  tictactoe.parse("XX. OO. ..."), tictactoe.parse("XOX OXO ...")]
+
+
+def _ttt_root(**kwargs):
+    return tictactoe.root(tictactoe.batch(_TTT_POSITIONS), **kwargs)
+
+
+# ------------------------------------------------------------------ import isolation
+
+
+def test_import_pulls_in_no_training_or_game_library():
+    code = ("import sys, jaxpuct, jaxpuct.testing; "
+            "print(sorted(m for m in ('flax', 'optax', 'pgx', 'orbax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_import_jaxpuct_does_not_import_testing():
+    code = "import sys, jaxpuct; print('jaxpuct.testing' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ conformance: passes
+
+
+def test_conformance_passes_on_tictactoe():
+    report = jt.check_recurrent_fn(tictactoe.make_recurrent_fn(exact_value=True,
+                                                               with_hash=True),
+                                   None, _ttt_root(exact_value=True, with_hash=True),
+                                   num_steps=6)
+    assert report.batch_size == B and report.num_actions == 9
+    assert report.has_legal_mask and report.has_terminal and report.has_state_hash
+    assert report.num_steps >= 5  # the full board "XOX OXO ..." ends within 3 moves
+    assert report.warnings == ()
+
+
+def test_conformance_passes_on_random_games():
+    games = [random_games.pad_game(random_games.random_game(s, 3, 4, merge_prob=0.3), 121)
+             for s in range(B)]
+    forest, roots = random_games.stack_games(games)
+    report = jt.check_recurrent_fn(random_games.make_recurrent_fn(with_hash=True), forest,
+                                   random_games.root(forest, roots, with_hash=True),
+                                   num_steps=4)
+    assert report.has_state_hash and report.warnings == ()
+
+
+def test_conformance_passes_on_synthetic_game_without_mask():
+    root, recurrent_fn = synthetic.synthetic_game(3, 5, with_hash=True)
+    report = jt.check_recurrent_fn(recurrent_fn, None, root, num_steps=2)
+    assert not report.has_legal_mask and not report.has_terminal
+
+
+# ------------------------------------------------------------------ conformance: faults
+
+
+def _planted(fault):
+    """The tic-tac-toe recurrent function with ``fault(out, new_state) -> (out, state)``
+    applied to its output."""
+    base = tictactoe.recurrent_fn
+
+    def fn(params, key, action, embedding):
+        out, new_state = base(params, key, action, embedding)
+        return fault(out, new_state)
+
+    return fn
+
+
+def _raises(recurrent_fn, **kwargs) -> jt.ConformanceError:
+    with pytest.raises(jt.ConformanceError) as info:
+        jt.check_recurrent_fn(recurrent_fn, None, _ttt_root(), num_steps=2, **kwargs)
+    return info.value
+
+
+def test_conformance_names_value_of_wrong_shape():
+    err = _raises(_planted(lambda out, s: (out.replace(value=out.value[:, None]), s)))
+    assert (err.field, err.check) == ("value", "shape")
+    assert str(err).startswith("value: has shape (4, 1), expected (4,)")
+
+
+def test_conformance_names_embedding_leaf_whose_dtype_changed():
+    err = _raises(_planted(lambda out, s: (out, s.replace(board=s.board.astype(jnp.int32)))))
+    assert (err.field, err.check) == ("embedding.board", "dtype")
+    assert "int8" in str(err) and "int32" in str(err)
+
+
+def test_conformance_names_value_leaking_across_the_batch():
+    err = _raises(_planted(lambda out, s: (
+        out.replace(value=out.value + 0.1 * jnp.arange(out.value.shape[0])), s)))
+    assert (err.field, err.check) == ("value", "batch_independence")
+    assert "leaks across the batch" in str(err)
+
+
+def test_conformance_names_nan_value():
+    err = _raises(_planted(lambda out, s: (out.replace(value=out.value * jnp.nan), s)))
+    assert (err.field, err.check) == ("value", "finite")
+    assert "must be finite" in str(err)
+
+
+def test_conformance_names_python_branch_on_traced_value():
+    def fault(out, s):
+        if out.reward[0] > 0:  # a Python branch: works eagerly, not under jit
+            return out.replace(value=out.value + 1.0), s
+        return out, s
+
+    err = _raises(_planted(fault))
+    assert (err.field, err.check) == ("recurrent_fn", "jit")
+    assert "not jit-able" in str(err) and "jnp.where" in str(err)
+
+
+def test_conformance_names_wrong_dtype_of_terminal_and_hash():
+    err = _raises(_planted(lambda out, s: (out.replace(terminal=out.terminal.astype(jnp.int32)),
+                                           s)))
+    assert (err.field, err.check) == ("terminal", "dtype")
+    root = _ttt_root(with_hash=True)
+    fn = tictactoe.make_recurrent_fn(with_hash=True)
+
+    def signed_hash(params, key, action, embedding):
+        out, s = fn(params, key, action, embedding)
+        return out.replace(state_hash=out.state_hash.astype(jnp.int32)), s
+
+    with pytest.raises(jt.ConformanceError, match="state_hash: has dtype int32") as info:
+        jt.check_recurrent_fn(signed_hash, None, root, num_steps=1)
+    assert info.value.check == "dtype"
+
+
+def test_conformance_flags_non_terminal_state_without_legal_action():
+    err = _raises(_planted(lambda out, s: (out.replace(terminal=jnp.zeros_like(out.terminal)),
+                                           s)))
+    assert (err.field, err.check) == ("terminal", "terminal")
+
+
+def test_conformance_warns_about_terminal_value_not_zero():
+    def fn(params, key, action, embedding):
+        out, s = tictactoe.recurrent_fn(params, key, action, embedding)
+        return out.replace(value=jnp.where(out.terminal, -1.0, out.value)), s
+
+    root = tictactoe.root(tictactoe.batch([tictactoe.parse("XX. OO. ...")] * 2))
+    with pytest.warns(jt.ConformanceWarning, match="non-zero value"):
+        report = jt.check_recurrent_fn(fn, None, root, num_steps=3, seed=1)
+    assert any("non-zero value" in w for w in report.warnings)
+
+
+def test_root_check_rejects_minus_inf_on_legal_action():
+    root = _ttt_root()
+    bad = root.replace(prior_logits=root.prior_logits.at[0, 0].set(-jnp.inf))
+    with pytest.raises(jt.ConformanceError) as info:
+        jt.check_root(bad)
+    assert (info.value.field, info.value.check) == ("prior_logits", "legal_mask")
+    # -inf on an illegal action is fine: cell 0 is taken in position 1.
+    jt.check_root(root.replace(prior_logits=root.prior_logits.at[1, 0].set(-jnp.inf)))
+
+
+# ------------------------------------------------------------------ check_tree
+
+
+@pytest.fixture(scope="module")
+def ttt_trees():
+    """Tree-mode and graph-mode searches of 24 simulations from the four positions."""
+    fn = tictactoe.make_recurrent_fn(with_hash=True)
+
+    def run(graph):
+        return jax.jit(lambda root: jaxpuct.search(
+            None, jax.random.PRNGKey(0), root, fn, 24, graph=graph))(
+                _ttt_root(with_hash=True))
+
+    return run(None), run(jaxpuct.GraphConfig())
+
+
+def test_check_tree_passes_on_searched_trees(ttt_trees):
+    tree, graph = ttt_trees
+    jt.check_tree(tree, 24)
+    jt.check_tree(graph, 24)
+    jt.check_tree(tree)  # root checks skipped
+
+
+def _corrupt(tree, field, index, value):
+    array = np.array(getattr(tree, field))
+    array[index] = value
+    return tree.replace(**{field: array})
+
+
+@pytest.mark.parametrize("field, index, value, message", [
+    ("node_visits", (0, 0), 99, "root visits 99 != 25"),
+    ("num_nodes", (1,), 0, "num_nodes must be in"),
+    ("children_index", (0, 0, 0), 999, "neither ILLEGAL, UNEXPANDED nor a used slot"),
+    ("node_visits", (3, 10), 1, "tree 3 .*an unused slot has visits"),
+])
+def test_check_tree_reports_corruption(ttt_trees, field, index, value, message):
+    tree = ttt_trees[0]
+    with pytest.raises(AssertionError, match=message):
+        jt.check_tree(_corrupt(tree, field, index, value), 24)
+
+
+def test_check_tree_reports_edge_visits_that_disagree_with_the_child(ttt_trees):
+    tree = jax.tree.map(np.asarray, ttt_trees[0])
+    parent, action = np.argwhere(tree.children_index[0] > 0)[0]
+    child = tree.children_index[0, parent, action]
+    broken = _corrupt(tree, "node_visits", (0, child), tree.node_visits[0, child] + 1)
+    with pytest.raises(AssertionError, match=f"of its child {child}|visits .* != 1 \\+"):
+        jt.check_tree(broken, 24)
+
+
+def test_check_tree_reports_visited_illegal_action(ttt_trees):
+    tree = jax.tree.map(np.asarray, ttt_trees[0])
+    # Position 1 ("X.. .O. ...") has cell 0 taken: illegal at its root.
+    assert tree.children_index[1, 0, 0] == jaxpuct.ILLEGAL
+    broken = _corrupt(tree, "edge_visits", (1, 0, 0), 1)
+    with pytest.raises(AssertionError, match="tree 1 .*illegal action was visited"):
+        jt.check_tree(broken)
+
+
+def test_check_tree_rejects_a_non_tree():
+    with pytest.raises(ValueError, match="expects a jaxpuct.Tree"):
+        jt.check_tree(_ttt_root())
+
+
+# ------------------------------------------------------------------ shared helpers
+
+
+def test_tictactoe_code_equals_pgx_board_code():
+    # pgx's board: -1 empty, 0 X, 1 O; code sum((board + 1) * 3**i).
+    positions = tictactoe.all_positions(include_terminal=True)
+    pgx_boards = np.array([[{0: -1, 1: 0, -1: 1}[c] for c in p] for p in positions])
+    pgx_codes = ((pgx_boards + 1) * 3 ** np.arange(9)).sum(-1)
+    np.testing.assert_array_equal(pgx_codes, [tictactoe.code(p) for p in positions])
+
+
+def test_optimal_move_table_matches_optimal_moves():
+    table = tictactoe.optimal_move_table()
+    assert table.any(axis=1).sum() == 4520
+    for pos in tictactoe.all_positions()[::97]:
+        assert set(np.flatnonzero(table[tictactoe.code(pos)])) == tictactoe.optimal_moves(pos)
+
+
+def test_mix32_is_lowbias32():
+    # Reference values of Wellons' lowbias32 computed with Python integers.
+    def lowbias32(x):
+        x ^= x >> 16
+        x = (x * 0x7FEB352D) & 0xFFFFFFFF
+        x ^= x >> 15
+        x = (x * 0x846CA68B) & 0xFFFFFFFF
+        return x ^ (x >> 16)
+
+    xs = np.array([0, 1, 12345, 2**31, 2**32 - 1], np.uint32)
+    np.testing.assert_array_equal(np.asarray(synthetic.mix32(jnp.asarray(xs))),
+                                  [lowbias32(int(x)) for x in xs])
+
+
+def test_pure_search_on_pgx_tictactoe_conforms():
+    pytest.importorskip("pgx")
+    from jaxpuct.envs.pgx_games import make_pgx_game
+
+    game = make_pgx_game("tic_tac_toe")
+    root_fn, recurrent_fn = jt.make_pure_search_fns(game.environment, game.num_actions)
+    root = root_fn(None, None, game.init(jax.random.PRNGKey(0), 2))
+    np.testing.assert_array_equal(np.asarray(root.prior_logits), 0.0)
+    np.testing.assert_array_equal(np.asarray(root.value), 0.0)
+    report = jt.check_recurrent_fn(recurrent_fn, None, root, num_steps=2)
+    assert report.has_state_hash and report.has_terminal
