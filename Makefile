@@ -19,7 +19,8 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m examples.demo
 
-test: $(STAMP)
+# Lint first: CI runs `make test`, so style problems fail CI too.
+test: lint
 	$(PY) -m pytest tests -p no:cacheprovider
 
 bench: $(STAMP)

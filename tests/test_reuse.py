@@ -23,7 +23,7 @@ from jaxpuct import reuse
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 
 S = 16  # simulations per search
-N = 2 * S  # capacity: twice one search (the self-play setting of the issue)
+N = 2 * S  # capacity: twice one search, the usual setting for reuse in self-play
 P = oracles.ttt_parse
 
 
@@ -569,9 +569,9 @@ def test_self_play_with_reuse_and_capacity_twice_the_search():
                 num_restarts += 1
                 assert after["num_nodes"][b] == 1 and after["node_visits"][b, 0] == 1
                 assert not np.asarray(state.board)[b].any()  # restarted game
-    print(f"\n[reuse] self-play: {num_reused} reused trees, {num_restarts} fresh, "
-          f"{num_full} searches ended full")
-    assert num_reused > 20 and num_restarts >= batch
+    counts = (f"{num_reused} reused trees, {num_restarts} fresh, "
+              f"{num_full} searches ended full")
+    assert num_reused > 20 and num_restarts >= batch, counts
 
 
 def test_root_noise_reapplied_on_reused_root():
@@ -632,13 +632,14 @@ def test_reused_search_beats_fresh_search_of_same_size():
         best = np.argmax(root_edge_visits, -1)
         scores[name] = float(np.mean([best[i] in optimal[i] for i in scored]))
     child_visits = np.concatenate(child_visits)[scored]
-    print(f"\n[reuse] {len(scored)} positions, S={S}: mean reused visits "
-          f"{child_visits.mean():.1f}; optimal-move rate " +
-          ", ".join(f"{k} {v:.3f}" for k, v in scores.items()))
+    rates = (f"{len(scored)} positions, S={S}: mean reused visits "
+             f"{child_visits.mean():.1f}; optimal-move rate "
+             + ", ".join(f"{k} {v:.3f}" for k, v in scores.items()))
     assert reused.all()
     # Reused + S searches more than fresh S (it starts from the child's visits)...
     root_visits = np.concatenate(root_visits)[scored]
     assert (root_visits == child_visits + S).all() and child_visits.mean() > 0.4 * S
     # ...and decides better: closer to a fresh search with twice the simulations.
-    assert scores["reused + S"] > scores["fresh S"] + 0.01
-    assert scores["fresh 2S"] - scores["reused + S"] < scores["reused + S"] - scores["fresh S"]
+    assert scores["reused + S"] > scores["fresh S"] + 0.01, rates
+    assert (scores["fresh 2S"] - scores["reused + S"]
+            < scores["reused + S"] - scores["fresh S"]), rates

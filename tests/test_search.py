@@ -270,7 +270,7 @@ def _ttt_search(state, *, max_nodes):
 
 
 def test_simulation_does_not_copy_tree_sized_arrays():
-    """DESIGN §1/§4: a simulation's tree work is O(B * depth), never O(tree size).
+    """A simulation's tree work is O(B * depth), never O(tree size).
 
     A capacity of 777 slots makes every tree-sized shape recognisable in the
     optimised HLO; no such array may be copied inside the simulation loop (a copy

@@ -1,6 +1,6 @@
 """Zobrist hashing of board positions into two ``uint32`` words.
 
-Graph search (DESIGN.md §6) merges states reached by different move orders; it
+Graph search (:mod:`jaxpuct.graph`) merges states reached by different move orders; it
 finds them by a state hash of at least 64 bits that includes the player to move.
 Zobrist hashing (A. L. Zobrist, "A new hashing method with application for game
 playing", 1970) gives each (cell, content) pair and each player to move a fixed

@@ -1,0 +1,33 @@
+"""The package itself: what ``import jaxpuct`` loads, and that every public name
+is exported and documented."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import jaxpuct
+
+HEAVY = ("flax", "optax", "orbax", "pgx", "mctx", "matplotlib", "tqdm", "open_spiel")
+
+
+def test_import_jaxpuct_loads_no_training_game_or_plotting_library():
+    code = ("import sys, jaxpuct; "
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_public_name_is_exported_and_documented():
+    for name in jaxpuct.__all__:
+        obj = getattr(jaxpuct, name)
+        if inspect.isfunction(obj) or inspect.isclass(obj):
+            assert inspect.getdoc(obj), f"jaxpuct.{name} has no docstring"
+
+
+def test_version_matches_the_project_metadata():
+    from importlib.metadata import version
+
+    assert jaxpuct.__version__ == version("jaxpuct")
