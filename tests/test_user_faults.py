@@ -16,6 +16,7 @@ import pytest
 from jax.experimental import checkify
 
 import jaxpuct
+import jaxpuct.numerics
 
 B, A = 2, 3
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -238,3 +239,38 @@ def test_search_runs_without_warnings_with_x64_enabled():
                             env=env, timeout=600, cwd=ROOT_DIR)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def _numpy_prior_and_legal(logits: np.ndarray, legal: np.ndarray):
+    """Reference: -inf means probability 0 (and illegal); NaN/+inf of a legal action,
+    or nothing finite left, means uniform over the legal actions."""
+    prior = np.zeros(logits.shape, np.float64)
+    new_legal = legal.copy()
+    for b in range(logits.shape[0]):
+        row, ok = logits[b], legal[b]
+        diverged = np.any(ok & (np.isnan(row) | (row == np.inf)))
+        possible = ok & (row > -np.inf)
+        if diverged or not possible.any():
+            if ok.any():
+                prior[b, ok] = 1.0 / ok.sum()
+            continue
+        new_legal[b] = possible
+        z = np.exp(row[possible] - row[possible].max())
+        prior[b, possible] = z / z.sum()
+    return prior, new_legal
+
+
+_prior_and_legal = jax.jit(jaxpuct.numerics.prior_and_legal)
+
+
+def test_prior_and_legal_matches_numpy_on_random_rows_with_special_values():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(400, 5)).astype(np.float32) * 3
+    special = rng.choice([np.nan, np.inf, -np.inf, 0.0], size=logits.shape,
+                         p=[0.05, 0.05, 0.3, 0.6])
+    logits = np.where(special != 0.0, special, logits).astype(np.float32)
+    legal = rng.random(logits.shape) < 0.7
+    prior, legal_out = (np.asarray(x) for x in _prior_and_legal(logits, legal))
+    want_prior, want_legal = _numpy_prior_and_legal(logits, legal)
+    np.testing.assert_allclose(prior, want_prior, atol=1e-6)
+    np.testing.assert_array_equal(legal_out, want_legal)
