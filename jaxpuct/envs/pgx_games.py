@@ -180,3 +180,27 @@ def make_pgx_game(name: str) -> PgxGame:
         observation_shape=tuple(int(d) for d in probe.observation.shape),
         environment=pgx_environment(env, _HASHES[name]),
     )
+
+
+def symmetries(name: str):
+    """The board symmetries of a :data:`PGX_GAMES` game, for evaluating the network
+    under a random or averaged symmetry (:mod:`jaxpuct.envs.symmetries`).
+
+    ``tic_tac_toe``, ``othello`` and ``go_9x9``: the 8 dihedral symmetries (the
+    pass action of othello and Go fixed); ``connect_four``: identity and the
+    left-right mirror. Observations are ``[B, H, W, C]`` and board actions the
+    row-major cells (columns in connect four), as pgx lays them out. Needs no pgx.
+
+    Raises:
+      ValueError: for another name (the message lists the accepted ones).
+    """
+    from jaxpuct.envs import symmetries as sym  # only NumPy tables; no pgx
+
+    tables = {"tic_tac_toe": lambda: sym.dihedral(3),
+              "connect_four": lambda: sym.left_right(6, 7),
+              "othello": lambda: sym.dihedral(8, num_pass_actions=1),
+              "go_9x9": lambda: sym.dihedral(9, num_pass_actions=1)}
+    if name not in tables:
+        raise ValueError(f"unknown pgx game {name!r} for symmetries; accepted names: "
+                         f"{', '.join(tables)}")
+    return tables[name]()
