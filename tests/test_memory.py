@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,3 +73,22 @@ def test_trees_that_fit_is_the_floor_of_the_ratio():
 def test_bad_arguments_name_themselves(kwargs, match):
     with pytest.raises(ValueError, match=match):
         trees_that_fit(**kwargs)
+
+
+def test_the_table_in_docs_scaling_is_what_the_calculator_says():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "scaling.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| (no|yes) \| (0|pgx go_9x9 \(\d+\)) \| "
+                      r"(\d+) \| ([\d.]+) \| (\d+) \| (\d+) \| (\d+) \|$", doc, re.M)
+    assert len(rows) == 5
+    for a, n, graph, embedding, per_node, mib, *fits in rows:
+        a, n = int(a), int(n)
+        kwargs = dict(graph=jaxpuct.GraphConfig() if graph == "yes" else None)
+        if embedding != "0":
+            # The pgx Go state's size, as the row states it, stands in for pgx.
+            size = int(re.search(r"\((\d+)\)", embedding).group(1))
+            kwargs["embedding"] = jax.ShapeDtypeStruct((size,), jnp.uint8)
+        memory = tree_memory(a, n, **kwargs)
+        assert memory.bytes_per_node == int(per_node)
+        assert f"{memory.bytes_per_tree / 2**20:.2f}" == mib
+        assert [trees_that_fit(g * GIB, a, n, **kwargs) for g in (16, 80, 141)] == \
+            [int(f) for f in fits]
