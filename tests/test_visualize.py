@@ -250,3 +250,12 @@ def test_visualize_imports_matplotlib_only_to_draw():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
+
+
+def test_index_picks_one_tree_of_the_batch():
+    rng = np.random.default_rng(5)
+    (a, _, _), (b, _, _) = _random_tree(rng, 12, 4), _random_tree(rng, 12, 4)
+    both = jax.tree.map(lambda x, y: jnp.concatenate([x, y]), a, b)
+    assert visualize.to_dot(both, index=1) == visualize.to_dot(b)
+    assert visualize.to_dot(both, index=0) == visualize.to_dot(a)
+    assert visualize.to_dot(both, index=0) != visualize.to_dot(b)
