@@ -16,6 +16,7 @@ DOT text.
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 import jax
@@ -28,16 +29,20 @@ POSITION = "X.. .O. ..."
 LABELS = [f"r{cell // 3}c{cell % 3}" for cell in range(9)]
 
 
-def search(num_simulations: int, graph: bool) -> jaxpuct.Tree:
-    """The tree of one search from :data:`POSITION` (batch of 1)."""
+@functools.cache  # one compile per setting (the tests search twice)
+def _policy(num_simulations: int, graph: bool):
     state = tictactoe.batch([tictactoe.parse(POSITION)])
     root = tictactoe.root(state, exact_value=True, with_hash=graph)
     recurrent_fn = tictactoe.make_recurrent_fn(exact_value=True, with_hash=graph)
-    policy = jax.jit(lambda key: jaxpuct.alphazero_policy(
+    return jax.jit(lambda key: jaxpuct.alphazero_policy(
         None, key, root, recurrent_fn, num_simulations=num_simulations,
         dirichlet_fraction=0.0, temperature=0.0,
         graph=jaxpuct.GraphConfig() if graph else None))
-    return policy(jax.random.PRNGKey(0)).search_tree
+
+
+def search(num_simulations: int, graph: bool) -> jaxpuct.Tree:
+    """The tree of one search from :data:`POSITION` (batch of 1)."""
+    return _policy(num_simulations, graph)(jax.random.PRNGKey(0)).search_tree
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,9 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import jaxpuct
+from examples import tree_picture
 from jaxpuct import visualize
-from jaxpuct.testing import tictactoe
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 
 NODE_LINE = re.compile(r"^  n(\d+) \[label=", re.M)
@@ -145,21 +144,16 @@ def test_min_visits_and_top_k_pick_the_most_visited_edges():
     assert _shown(visualize.to_dot(tree, min_visits=3, top_k=1))[0] == {0, 2}
 
 
-_TTT = tictactoe.parse("X.. .O. ...")
+def _graph_search():
+    """A graph search of a real position (the example's, which the last test draws)."""
+    return tree_picture.search(SIMULATIONS, graph=True)
 
 
-@jax.jit
-def _graph_search(key):
-    state = tictactoe.batch([_TTT])
-    out = jaxpuct.alphazero_policy(
-        None, key, tictactoe.root(state, with_hash=True),
-        tictactoe.make_recurrent_fn(with_hash=True), num_simulations=120,
-        dirichlet_fraction=0.0, temperature=0.0, graph=jaxpuct.GraphConfig())
-    return out.search_tree
+SIMULATIONS = 120
 
 
 def test_graph_search_marks_exactly_the_nodes_with_several_parents():
-    tree = _graph_search(jax.random.PRNGKey(0))
+    tree = _graph_search()
     children = np.asarray(tree.children_index[0, : int(tree.num_nodes[0])])
     parents = np.bincount(children[children >= 0], minlength=tree.max_nodes)
     dot = visualize.to_dot(tree)
@@ -259,3 +253,13 @@ def test_index_picks_one_tree_of_the_batch():
     assert visualize.to_dot(both, index=1) == visualize.to_dot(b)
     assert visualize.to_dot(both, index=0) == visualize.to_dot(a)
     assert visualize.to_dot(both, index=0) != visualize.to_dot(b)
+
+
+def test_the_example_draws_a_real_search(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(visualize.shutil, "which", lambda name: None)
+    out, dot = tmp_path / "tree.png", tmp_path / "tree.dot"
+    tree_picture.main(["--simulations", str(SIMULATIONS), "--graph", "--out", str(out),
+                       "--dot-out", str(dot)])
+    assert out.read_bytes().startswith(b"\x89PNG")
+    nodes, edges = _shown(dot.read_text())
+    assert 0 in nodes and edges and "matplotlib" in capsys.readouterr().out
