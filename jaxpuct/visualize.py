@@ -316,7 +316,11 @@ def _layout(graph: _Graph) -> dict[str, tuple[float, float]]:
 def _draw_matplotlib(graph: _Graph, path: Path, fmt: str) -> None:
     # Imported here only: ``jaxpuct.visualize`` must not need matplotlib when
     # Graphviz draws, and ``import jaxpuct`` must never load it.
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("render needs Graphviz's dot program or matplotlib: install "
+                          "one (pip install 'jaxpuct[examples]' brings matplotlib)") from err
 
     position = _layout(graph)
     xs = [p[0] for p in position.values()]
@@ -361,6 +365,7 @@ def render(dot_text: str, path: str | Path, *, engine: str = "auto") -> str:
     Raises:
       ValueError: for another suffix or engine, or text with no node.
       FileNotFoundError: ``engine="dot"`` without the ``dot`` program.
+      ImportError: the fallback without matplotlib.
       subprocess.CalledProcessError: ``dot`` rejected the text (its message is in
         ``stderr``).
     """
