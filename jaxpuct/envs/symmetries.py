@@ -1,10 +1,12 @@
 """Board symmetries at evaluation time: one random symmetry per leaf, or the average.
 
 AlphaGo (Silver et al., "Mastering the game of Go with deep neural networks and
-tree search", Nature 2016, Methods) evaluated each leaf of its search under a
-random one of the 8 dihedral symmetries of the board, and averaged over all 8 in
-its policy-network comparisons; AlphaGo Zero kept the random symmetry (Silver
-et al., Nature 2017). For a network ``f`` and a symmetry ``d`` of the rules,
+tree search", Nature 2016, Methods, "Symmetries") evaluated each position of its
+search under one of the 8 dihedral symmetries of the board, drawn uniformly at
+random; AlphaGo Zero did the same (Silver et al., Nature 2017). Averaging the
+network over all the symmetries is the deterministic alternative (an ensemble,
+``K`` times the network's work). For a network ``f`` and a symmetry ``d`` of the
+rules,
 
 * random: ``f_k(s) = d_k^{-1} f(d_k s)`` with ``k`` uniform (a fresh ``k`` per
   leaf, drawn from ``recurrent_fn``'s key);
@@ -179,8 +181,8 @@ def symmetric_apply(apply_fn: ApplyFn, symmetries: Symmetries) -> ApplyFn:
     """The averaged network ``f̄(s) = (1/K) sum_k d_k^{-1} f(d_k s)``.
 
     The ``K`` transformed observations go through ``apply_fn`` as one batch of
-    ``K * B``. Probabilities (softmax of the logits) and values are averaged, as
-    AlphaGo averaged its policy and value outputs; the logits returned are the
+    ``K * B``. Probabilities (softmax of the logits) and values are averaged (a
+    mixture of the ``K`` policies, not a product); the logits returned are the
     log of the averaged probabilities (floored at the smallest normal float, so
     finite). Equivariant for any ``apply_fn``: ``f̄(d_j s) = d_j f̄(s)``.
 
