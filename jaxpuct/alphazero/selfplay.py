@@ -75,15 +75,15 @@ class SearchFns:
     recurrent_fn: Callable
 
 
-def make_search_fns(config: SelfPlayConfig, env: Environment,
-                    apply_fn: Callable | None) -> SearchFns:
-    """Search functions of ``apply_fn(params, obs) -> (logits [B, A], value [B])``;
-    ``None``: a pure search (uniform prior, zero value)."""
+def make_search_fns(config: SelfPlayConfig, env: Environment, apply_fn: Callable | None,
+                    num_actions: int) -> SearchFns:
+    """Search functions of ``apply_fn(params, obs) -> (logits [B, A], value [B])``
+    with ``A = num_actions``; ``None``: a pure search (uniform prior, zero value)."""
     if apply_fn is None:
         def apply_fn(params, obs):
             del params
             batch = obs.shape[0]
-            return (jnp.zeros((batch, env.num_actions), jnp.float32),
+            return (jnp.zeros((batch, num_actions), jnp.float32),
                     jnp.zeros((batch,), jnp.float32))
     return SearchFns(config=config, env=env, root_fn=make_root_fn(apply_fn, env),
                      recurrent_fn=make_recurrent_fn(apply_fn, env))

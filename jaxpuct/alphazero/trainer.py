@@ -98,8 +98,9 @@ class Trainer:
         self.graphdef, _ = networks.split(self._model(nnx.Rngs(0)))
         self.apply_fn = functools.partial(networks.apply, self.graphdef)
         self.optimizer = training.make_optimizer(config)
-        self.fns = selfplay.make_search_fns(config, self.env, self.apply_fn)
-        pure = selfplay.make_search_fns(config, self.env, None)
+        self.fns = selfplay.make_search_fns(config, self.env, self.apply_fn,
+                                            self.game.num_actions)
+        pure = selfplay.make_search_fns(config, self.env, None, self.game.num_actions)
         fresh = jax.vmap(self.game.env.init)
         self.selfplay_step = jax.jit(functools.partial(selfplay.selfplay_step, self.fns, fresh),
                                      donate_argnums=(1, 2))
