@@ -89,6 +89,11 @@ def state_digest(tree: Any) -> dict[str, str]:
     return out
 
 
+def _all_finite(tree: Any) -> bool:
+    return all(bool(np.all(np.isfinite(np.asarray(jax.device_get(x)))))
+               for x in jax.tree.leaves(tree))
+
+
 def available_steps(run_dir: str) -> list[int]:
     """Steps with a checkpoint directory (complete or not), newest first."""
     ckpt_dir = _checkpoint_dir(run_dir)
@@ -129,6 +134,8 @@ def _read(run_dir: str, step: int, template: Any) -> Any:
     if bad:
         raise CheckpointError(f"checkpoint {step} fails its integrity check ({len(bad)} "
                               f"arrays differ from {digest_file}, e.g. {bad[0]})")
+    if not _all_finite(state.params):  # saved by other code than save_checkpoint
+        raise CheckpointError(f"checkpoint {step} holds NaN or infinite parameters")
     return state
 
 
@@ -140,12 +147,16 @@ def save_checkpoint(run_dir: str, ts: Any, config: SelfPlayConfig, keep: int = 2
       The step saved.
 
     Raises:
-      CheckpointError: the save failed (e.g. a full disk); the partial checkpoint
-        is removed and the older ones are untouched.
+      CheckpointError: the parameters are not finite (nothing is written), or the
+        save failed (e.g. a full disk): the partial checkpoint is removed and the
+        older ones are untouched.
     """
     import orbax.checkpoint as ocp
     step = int(jax.device_get(ts.iteration))
     path = _step_dir(run_dir, step)
+    if not _all_finite(ts.params):
+        raise CheckpointError(f"refusing to save checkpoint {step}: the parameters hold NaN "
+                              f"or infinite values")
     try:
         os.makedirs(_checkpoint_dir(run_dir), exist_ok=True)
         _write_atomically(os.path.join(run_dir, _CONFIG_FILE),
