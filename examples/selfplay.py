@@ -228,14 +228,16 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
             record.update(last_eval)
             lost = ", ".join(f"{k[5:]}={v}" for k, v in last_eval.items() if k.endswith("_loss"))
             say(f"[{it}] loss {_fmt(metrics['loss'])}; eval losses: {lost}")
+        # The metrics line goes first: a crash during the save then loses no line
+        # (a resume drops lines past the checkpoint it restores and recomputes them).
+        records.append(record)
+        with open(metrics_path, "a") as f:
+            f.write(_json_line(record))
         if final or (options.checkpoint_every and it % options.checkpoint_every == 0):
             try:
                 az.save_checkpoint(options.run_dir, ts, config, keep=options.keep_checkpoints)
             except az.CheckpointError as err:
                 sys.exit(f"error: {err}")
-        records.append(record)
-        with open(metrics_path, "a") as f:
-            f.write(_json_line(record))
         if bar:
             bar.update(1)
             bar.set_postfix(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])

@@ -184,6 +184,7 @@ def test_nan_loss_stops_the_run_before_saving(tmp_path, monkeypatch, trainer, fa
     message = _exit_message(TINY_ARGS + ["--run-dir", str(run_dir), "--iterations", "2"])
     assert message.startswith("error: iteration 1") and "NaN" in message
     assert checkpoints.available_steps(str(run_dir)) == []
+    print("\nfault: NaN loss at iteration 1: run stopped with an error, nothing saved")
 
 
 def test_non_finite_state_is_never_saved(tmp_path, trainer, reference):
@@ -258,7 +259,10 @@ def test_each_damaged_checkpoint_file_falls_back_or_fails_clearly(tmp_path, trai
             with pytest.raises(az.CheckpointError, match="checkpoint 2"):
                 az.restore_checkpoint(run_dir, trainer.init(), TINY, step=2)
             outcomes["error"] += 1
-    print(f"\ndamaged-file faults: {len(targets)} files, outcomes {outcomes}")
+    print(f"\nfault: damaged files of the newest checkpoint: {len(targets)} files, "
+          f"{sum(outcomes.values()) - outcomes['error']} damages; restored intact "
+          f"{outcomes['same']}, fell back to the previous checkpoint {outcomes['fallback']}, "
+          f"--resume-step 2 refused {outcomes['error']}; data lost: none")
     assert outcomes["fallback"] >= 3 and outcomes["error"] == outcomes["fallback"]
 
 
@@ -295,6 +299,8 @@ def test_full_disk_during_save_keeps_the_previous_checkpoint(tmp_path, trainer, 
         assert checkpoints.available_steps(run_dir) == [2, 1]
         _assert_same(jax.device_get(az.restore_checkpoint(run_dir, trainer.init(), TINY)),
                      reference[2])
+        print(f"\nfault: ENOSPC in {patch[0]} while saving checkpoint 3: CheckpointError, "
+              f"checkpoints [2, 1] kept, 2 restores exactly; data lost: none")
 
 
 # ---------------------------------------------- item 8: SIGKILL during a save
@@ -377,4 +383,7 @@ def test_sigkill_during_save_then_resume_equals_uninterrupted(point, step, expec
     _assert_same(jax.device_get(ts), reference[4])
     # The metrics file of the killed run is still valid JSON lines.
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        assert [json.loads(line)["iteration"] for line in f] == list(range(1, step))
+        assert [json.loads(line)["iteration"] for line in f] == list(range(1, step + 1))
+    print(f"\nfault: SIGKILL at {point} while saving checkpoint {step}: checkpoint "
+          f"{expected} restored exactly, resumed to 4 equal to the uninterrupted run; "
+          f"data lost: none")
