@@ -356,6 +356,14 @@ KILL_SCRIPT = textwrap.dedent("""
     print("FINISHED")
 """)
 
+def _subprocess_env(tmp_path_factory) -> dict[str, str]:
+    """The subprocesses share a persistent compilation cache (they compile the
+    same functions; only the first pays)."""
+    cache = str(tmp_path_factory.getbasetemp() / "jax-cache")
+    return dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu",
+                JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+
+
 # (kill point, step being saved, newest checkpoint that must restore)
 KILL_POINTS = [("start", 3, 2), ("before_rename", 3, 2), ("before_digest", 3, 2),
                ("digest_replace", 3, 2), ("prune", 3, 3)]
@@ -365,9 +373,7 @@ KILL_POINTS = [("start", 3, 2), ("before_rename", 3, 2), ("before_digest", 3, 2)
 def test_sigkill_during_save_then_resume_equals_uninterrupted(point, step, expected, tmp_path,
                                                               trainer, reference,
                                                               tmp_path_factory):
-    cache = str(tmp_path_factory.getbasetemp() / "jax-cache")
-    env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu",
-               JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    env = _subprocess_env(tmp_path_factory)
     run_dir = str(tmp_path / "run")
     argv = TINY_ARGS + ["--run-dir", run_dir, "--iterations", "4"]
     proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, point, str(step), *argv],
@@ -387,3 +393,38 @@ def test_sigkill_during_save_then_resume_equals_uninterrupted(point, step, expec
     print(f"\nfault: SIGKILL at {point} while saving checkpoint {step}: checkpoint "
           f"{expected} restored exactly, resumed to 4 equal to the uninterrupted run; "
           f"data lost: none")
+
+
+# ------------------------------------------- item 8: a size limit during a save
+FSIZE_SCRIPT = textwrap.dedent("""
+    import resource, signal, sys
+    from examples import selfplay as cli
+    # Writes past this size fail with EFBIG (instead of killing the process), as on
+    # a full disk: the checkpoint's metadata files are larger, metrics lines are not.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    cli.main(sys.argv[1:])
+""")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")
+def test_size_limited_files_during_save_give_an_error_line(tmp_path, trainer, reference,
+                                                           tmp_path_factory):
+    run_dir = str(tmp_path)
+    _save_reference(trainer, reference, run_dir, [1, 2])
+    env = _subprocess_env(tmp_path_factory)
+    proc = subprocess.run([sys.executable, "-c", FSIZE_SCRIPT, *TINY_ARGS, "--run-dir", run_dir,
+                           "--iterations", "4", "--resume"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert errors[0].startswith("error: could not save checkpoint 3") and "previous" in errors[0]
+    # Orbax logs its writer thread's OSError (with its traceback) through absl;
+    # nothing escapes the command line itself.
+    assert "examples/selfplay.py" not in proc.stderr, proc.stderr[-3000:]
+    assert checkpoints.available_steps(run_dir) == [2, 1]
+    _assert_same(jax.device_get(az.restore_checkpoint(run_dir, trainer.init(), TINY)),
+                 reference[2])
+    print("\nfault: files limited to 4 KiB (RLIMIT_FSIZE) while saving checkpoint 3: error "
+          "line, exit 1, checkpoints [2, 1] kept, 2 restores exactly; data lost: none")
