@@ -62,9 +62,14 @@ def parse(argv: list[str] | None, defaults: dict | None = None
         sys.exit(f"error: {err}")
 
 
+# Evaluation games draw from their own stream (seed + 1), apart from the run's
+# RNG, so that evaluating (or not) never changes the training run.
+EVAL_SEED_OFFSET = 1
+
+
 def evaluate(trainer: az.Trainer, params, iteration: int, seed: int) -> dict:
     """All evaluations of the greedy agent at ``params``; flat metric names."""
-    rng = jax.random.fold_in(jax.random.PRNGKey(seed + 1), iteration)
+    rng = jax.random.fold_in(jax.random.PRNGKey(seed + EVAL_SEED_OFFSET), iteration)
     out = {}
     opponents = [("random", lambda: trainer.play_vs(params, "random", rng)),
                  ("pure_search", lambda: trainer.play_vs(params, "pure_search", rng))]

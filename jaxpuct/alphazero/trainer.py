@@ -57,6 +57,11 @@ class TrainState:
     rng: chex.Array
 
 
+# The network built only for its structure (graphdef) and the dtype probe: any
+# key gives the same structure, and the probe is traced (eval_shape), not run.
+_STRUCTURE_KEY = 0
+
+
 def make_model(config: SelfPlayConfig, num_actions: int, obs_shape: tuple[int, ...],
                rngs: nnx.Rngs) -> nnx.Module:
     """The configured policy-value network."""
@@ -82,6 +87,9 @@ class Trainer:
     donated), ``train_step(params, opt_state, buffer, rng)`` (optimiser state
     donated), ``act(params, keys, state)``, ``act_pure(keys, state, temperature)``,
     ``env_step``, ``env_init`` and ``all_finite``.
+
+    (About 110 lines with docstrings: one jit per pure function, state creation
+    and placement, and the iteration loop that drives them; no logic of its own.)
     """
 
     def __init__(self, config: SelfPlayConfig, devices: Sequence[jax.Device] | None = None):
@@ -95,7 +103,7 @@ class Trainer:
         self.mesh = Mesh(np.array(devices), ("batch",))
         self.batch_sharding = NamedSharding(self.mesh, P("batch"))
         self.replicated = NamedSharding(self.mesh, P())
-        self.graphdef, _ = networks.split(self._model(nnx.Rngs(0)))
+        self.graphdef, _ = networks.split(self._model(nnx.Rngs(_STRUCTURE_KEY)))
         self.apply_fn = functools.partial(networks.apply, self.graphdef)
         self.optimizer = training.make_optimizer(config)
         self.fns = selfplay.make_search_fns(config, self.env, self.apply_fn,
@@ -124,7 +132,8 @@ class Trainer:
         rng = jax.random.PRNGKey(c.seed) if rng is None else rng
         rng, model_key, games_key = jax.random.split(rng, 3)
         _, params = networks.split(self._model(nnx.Rngs(model_key)))
-        obs_dtype = jax.eval_shape(game.env.init, jax.random.PRNGKey(0)).observation.dtype
+        probe = jax.random.PRNGKey(_STRUCTURE_KEY)
+        obs_dtype = jax.eval_shape(game.env.init, probe).observation.dtype
         buffer = empty_buffer(c.buffer_size, game.observation_shape, obs_dtype,
                               game.num_actions)
         games = selfplay.init_games(c, game.init, games_key, game.observation_shape,
