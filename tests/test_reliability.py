@@ -273,6 +273,10 @@ def test_resume_step_restores_an_older_checkpoint(tmp_path, trainer, reference):
                                                       step=2)), reference[2])
     with pytest.raises(az.CheckpointError, match="no checkpoint 1.*available: 3, 2"):
         az.restore_checkpoint(str(tmp_path), trainer.init(), TINY, step=1)
+    # Continuing from 2 replaces the newer history: a later --resume cannot pick
+    # checkpoint 3 of the abandoned run.
+    az.save_checkpoint(str(tmp_path), trainer.place(reference[2]), TINY)
+    assert checkpoints.available_steps(str(tmp_path)) == [2]
 
 
 # ------------------------------------------------------------- item 8: full disk

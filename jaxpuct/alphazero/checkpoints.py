@@ -141,7 +141,8 @@ def _read(run_dir: str, step: int, template: Any) -> Any:
 
 def save_checkpoint(run_dir: str, ts: Any, config: SelfPlayConfig, keep: int = 2) -> int:
     """Saves ``ts`` as ``run_dir/checkpoints/<ts.iteration>``, reads it back and
-    verifies it, then deletes all but the newest ``keep`` verified checkpoints.
+    verifies it, then deletes all but the newest ``keep`` verified checkpoints
+    (and any newer than this one: see :func:`_prune`).
 
     Returns:
       The step saved.
@@ -179,7 +180,7 @@ def save_checkpoint(run_dir: str, ts: Any, config: SelfPlayConfig, keep: int = 2
         raise CheckpointError(f"could not save checkpoint {step} in "
                               f"{_checkpoint_dir(run_dir)!r}: {type(err).__name__}: {err}; "
                               f"the previous checkpoints are kept") from err
-    _prune(run_dir, keep)
+    _prune(run_dir, keep, step)
     return step
 
 
@@ -199,9 +200,12 @@ def _remove_step(run_dir: str, step: int) -> None:
     shutil.rmtree(_step_dir(run_dir, step), ignore_errors=True)
 
 
-def _prune(run_dir: str, keep: int) -> None:
-    """Deletes every checkpoint but the newest ``keep`` verified ones."""
-    kept = set(_verified_steps(run_dir)[:keep])
+def _prune(run_dir: str, keep: int, saved: int) -> None:
+    """Deletes every checkpoint but the newest ``keep`` verified ones up to the one
+    just ``saved``. Newer ones come from a run that was resumed from an older step
+    (``--resume-step``): they are another history, and resuming from them later
+    would mix the two (the metrics file drops their lines likewise)."""
+    kept = set([s for s in _verified_steps(run_dir) if s <= saved][:keep])
     for step in available_steps(run_dir):
         if step not in kept:
             _remove_step(run_dir, step)
