@@ -15,7 +15,11 @@ training state (network, optimiser, buffer, games in progress, iteration, RNG)
 is saved with orbax under ``--run-dir``; ``--resume`` continues from the newest
 checkpoint exactly. Metrics go to ``metrics.jsonl`` and ``metrics.csv``, and
 ``metrics.png`` plots them. The games are sharded over all local devices (see
-``jaxpuct/selfplay.py`` for multi-device and multi-host use).
+``jaxpuct/alphazero/trainer.py`` for multi-device and multi-host use).
+
+Every flag is a field of ``SelfPlayConfig`` (fixed for a run; checked on
+``--resume``) or ``RunOptions`` (may change on resume), in
+``jaxpuct/alphazero/config.py``; ``--help`` lists them with their defaults.
 """
 
 from __future__ import annotations
@@ -23,130 +27,49 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 
 import jax
 
-from jaxpuct.alphazero import selfplay
-from jaxpuct.envs.pgx_games import PGX_GAMES
-
-
-def _int_at_least(minimum: int, what: str):
-    """An argparse type: an integer ``>= minimum``, with a message naming ``what``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_non_negative_int = _int_at_least(0, "an integer >= 0")
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return value
-
-
-def _widths(text: str) -> tuple[int, ...]:
-    try:
-        widths = tuple(int(w) for w in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated positive integers like 128,128, got {text!r}") from None
-    if not widths or min(widths) < 1:
-        raise argparse.ArgumentTypeError(f"widths must be positive, got {text!r}")
-    return widths
+import jaxpuct.alphazero as az
+from jaxpuct.alphazero import config as config_lib
 
 
 def build_parser(defaults: dict | None = None) -> argparse.ArgumentParser:
-    d = dict(game="tic_tac_toe", iterations=100, batch_size=128, simulations=32,
-             selfplay_steps=9, train_steps=8, train_batch_size=256, buffer_size=8192,
-             learning_rate=2e-3, lr_schedule="cosine", optimizer="adam", weight_decay=1e-4,
-             network="mlp",
-             hidden=(128, 128), temperature_moves=3, dirichlet_alpha=1.0,
-             eval_every=25, checkpoint_every=25, run_dir="runs/selfplay", seed=0)
-    d.update(defaults or {})
+    """The command line: one flag per field of ``SelfPlayConfig`` and ``RunOptions``
+    (``defaults`` overrides field defaults by field name)."""
     p = argparse.ArgumentParser(prog="python -m examples.selfplay",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--game", choices=PGX_GAMES, default=d["game"])
-    p.add_argument("--iterations", type=_positive_int, default=d["iterations"],
-                   help="total iterations (a resumed run continues up to this number)")
-    p.add_argument("--batch-size", type=_positive_int, default=d["batch_size"],
-                   help="games played in lockstep (a multiple of the device count)")
-    p.add_argument("--simulations", type=_positive_int, default=d["simulations"])
-    p.add_argument("--selfplay-steps", type=_positive_int, default=d["selfplay_steps"],
-                   help="moves of every game per iteration")
-    p.add_argument("--train-steps", type=_non_negative_int, default=d["train_steps"],
-                   help="optimiser steps per iteration")
-    p.add_argument("--train-batch-size", type=_positive_int, default=d["train_batch_size"])
-    p.add_argument("--buffer-size", type=_positive_int, default=d["buffer_size"])
-    p.add_argument("--learning-rate", type=_positive_float, default=d["learning_rate"])
-    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default=d["lr_schedule"],
-                   help="cosine: decay to 5%% over --iterations x --train-steps steps "
-                        "(so --iterations is part of the saved configuration)")
-    p.add_argument("--optimizer", choices=selfplay.OPTIMIZERS, default=d["optimizer"])
-    p.add_argument("--weight-decay", type=float, default=d["weight_decay"])
-    p.add_argument("--network", choices=selfplay.NETWORKS, default=d["network"])
-    p.add_argument("--hidden", type=_widths, default=d["hidden"],
-                   help="MLP widths, e.g. 128,128")
-    p.add_argument("--temperature-moves", type=_non_negative_int,
-                   default=d["temperature_moves"],
-                   help="plies of each game sampled with temperature 1 (then greedy)")
-    p.add_argument("--dirichlet-alpha", type=_positive_float, default=d["dirichlet_alpha"])
-    p.add_argument("--eval-every", type=_non_negative_int, default=d["eval_every"],
-                   help="evaluate every this many iterations (0: only at the end)")
-    p.add_argument("--checkpoint-every", type=_non_negative_int,
-                   default=d["checkpoint_every"],
-                   help="checkpoint every this many iterations (0: only at the end)")
-    p.add_argument("--run-dir", default=d["run_dir"])
-    p.add_argument("--resume", action="store_true",
-                   help="continue from the newest checkpoint in --run-dir")
-    p.add_argument("--overwrite", action="store_true",
-                   help="delete the checkpoints already in --run-dir and start afresh")
-    p.add_argument("--reuse-tree", action="store_true",
-                   help="start each search from the subtree of the previous one")
-    p.add_argument("--graph", action="store_true",
-                   help="Monte-Carlo graph search (transpositions share one node)")
-    p.add_argument("--max-nodes", type=_non_negative_int, default=0,
-                   help="tree capacity (0: simulations + 1, or 2x with --reuse-tree)")
-    p.add_argument("--seed", type=int, default=d["seed"])
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--no-plot", action="store_true", help="do not write metrics.png")
+                                description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    config_lib.add_arguments(p, az.SelfPlayConfig, defaults)
+    config_lib.add_arguments(p, az.RunOptions, defaults)
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> selfplay.SelfPlayConfig:
-    return selfplay.SelfPlayConfig(
-        game=args.game, batch_size=args.batch_size, num_simulations=args.simulations,
-        temperature_moves=args.temperature_moves, dirichlet_alpha=args.dirichlet_alpha,
-        buffer_size=args.buffer_size, train_batch_size=args.train_batch_size,
-        optimizer=args.optimizer, learning_rate=args.learning_rate,
-        lr_decay_steps=(args.iterations * args.train_steps
-                        if args.lr_schedule == "cosine" else 0),
-        weight_decay=args.weight_decay, network=args.network, hidden=tuple(args.hidden),
-        reuse_tree=args.reuse_tree, graph_search=args.graph, max_nodes=args.max_nodes,
-        seed=args.seed)
+def parse(argv: list[str] | None, defaults: dict | None = None
+          ) -> tuple[az.SelfPlayConfig, az.RunOptions]:
+    """The config and options of a command line (exits with ``error: ...``)."""
+    args = build_parser(defaults).parse_args(argv)
+    try:
+        return (config_lib.from_namespace(az.SelfPlayConfig, args),
+                config_lib.from_namespace(az.RunOptions, args))
+    except ValueError as err:
+        sys.exit(f"error: {err}")
 
 
-def evaluate(trainer: selfplay.Trainer, params, iteration: int, seed: int) -> dict:
+# Evaluation games draw from their own stream (seed + 1), apart from the run's
+# RNG, so that evaluating (or not) never changes the training run.
+EVAL_SEED_OFFSET = 1
+
+
+def evaluate(trainer: az.Trainer, params, iteration: int, seed: int) -> dict:
     """All evaluations of the greedy agent at ``params``; flat metric names."""
-    rng = jax.random.fold_in(jax.random.PRNGKey(seed + 1), iteration)
+    rng = jax.random.fold_in(jax.random.PRNGKey(seed + EVAL_SEED_OFFSET), iteration)
     out = {}
     opponents = [("random", lambda: trainer.play_vs(params, "random", rng)),
                  ("pure_search", lambda: trainer.play_vs(params, "pure_search", rng))]
@@ -177,7 +100,7 @@ def plot(run_dir: str, records: list[dict]) -> str:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    train = [r for r in records if "loss" in r]
+    train = [r for r in records if r.get("loss") is not None]
     for name in ("loss", "policy_loss", "value_loss"):
         ax1.plot([r["iteration"] for r in train], [r[name] for r in train], label=name)
     ax1.set_xlabel("iteration")
@@ -211,76 +134,125 @@ def _read_records(path: str, up_to: int) -> list[dict]:
     return [r for r in records if r["iteration"] <= up_to]
 
 
-def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
-    """Runs training; returns ``{"config", "iteration", "final_eval", "seconds"}``."""
-    args = build_parser(defaults).parse_args(argv)
-    start = time.time()
+def _json_line(record: dict) -> str:
+    """One strict-JSON line: a NaN or infinite float becomes null."""
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+             for k, v in record.items()}
+    return json.dumps(clean, allow_nan=False) + "\n"
+
+
+def prepare_run_dir(options: az.RunOptions) -> None:
+    """Checks ``--run-dir`` before any work (exits with ``error: ...``): it must
+    exist with ``--resume`` (and is not created then), be writable, and hold no
+    checkpoints unless resuming or overwriting."""
+    run_dir = options.run_dir
+    if options.resume and not os.path.isdir(run_dir):
+        sys.exit(f"error: --resume: run directory {run_dir!r} does not exist")
     try:
-        config = config_from_args(args)
-        trainer = selfplay.Trainer(config)
-    except ValueError as err:
-        sys.exit(f"error: {err}")
-    if args.resume and args.overwrite:
-        sys.exit("error: --resume and --overwrite exclude each other")
-    ckpt_dir = os.path.join(args.run_dir, "checkpoints")
-    if not args.resume and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir):
-        if not args.overwrite:
+        os.makedirs(run_dir, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=run_dir, prefix=".write-probe-")
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        sys.exit(f"error: run directory {run_dir!r} is not writable: "
+                 f"{err.strerror or err} (pass a writable --run-dir)")
+    ckpt_dir = os.path.join(run_dir, "checkpoints")
+    if not options.resume and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir):
+        if not options.overwrite:
             sys.exit(f"error: {ckpt_dir} already holds checkpoints; pass --resume to "
                      f"continue that run, --overwrite to start afresh, or another --run-dir")
         shutil.rmtree(ckpt_dir)
-    os.makedirs(args.run_dir, exist_ok=True)
+
+
+def _start(config: az.SelfPlayConfig, options: az.RunOptions
+           ) -> tuple[az.Trainer, az.TrainState]:
+    """The trainer and the state to continue from (fresh, or restored)."""
+    try:
+        trainer = az.Trainer(config)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
     ts = trainer.init()
-    if args.resume:
+    if options.resume:
         try:
-            ts = selfplay.restore_checkpoint(args.run_dir, ts, config)
-        except selfplay.CheckpointError as err:
+            ts = az.restore_checkpoint(options.run_dir, ts, config, step=options.resume_step)
+        except az.CheckpointError as err:
             sys.exit(f"error: {err}")
+        first = int(jax.device_get(ts.iteration))
+        if first > options.iterations:
+            sys.exit(f"error: the checkpoint in {options.run_dir!r} is at iteration {first}, "
+                     f"past --iterations {options.iterations}; pass a larger --iterations "
+                     f"to continue the run")
+        if first == options.iterations:
+            print(f"nothing to do: the checkpoint in {options.run_dir!r} is already at "
+                  f"--iterations {first}; pass a larger --iterations to continue the run")
+            sys.exit(0)
+    return trainer, ts
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
+    """Runs training; returns ``{"config", "iteration", "final_eval", "seconds", ...}``.
+
+    Exits with ``error: ...`` (status 1) on a bad command line, an unusable run
+    directory or checkpoint, a failed save, or a NaN / infinite loss or parameter
+    (then nothing of that iteration is saved)."""
+    config, options = parse(argv, defaults)
+    start = time.time()
+    prepare_run_dir(options)
+    trainer, ts = _start(config, options)
     first = int(jax.device_get(ts.iteration))
-    metrics_path = os.path.join(args.run_dir, "metrics.jsonl")
-    records = _read_records(metrics_path, first) if args.resume else []
+    metrics_path = os.path.join(options.run_dir, "metrics.jsonl")
+    records = _read_records(metrics_path, first) if options.resume else []
     with open(metrics_path, "w") as f:  # drop lines past the checkpoint we resumed from
-        f.writelines(json.dumps(r) + "\n" for r in records)
+        f.writelines(_json_line(r) for r in records)
     print(f"jaxpuct self-play: {config.game}, {config.batch_size} games x "
           f"{config.num_simulations} simulations on {len(jax.devices())} "
-          f"{jax.devices()[0].platform} device(s); iterations {first} -> {args.iterations}; "
-          f"run dir {args.run_dir}", flush=True)
-
+          f"{jax.devices()[0].platform} device(s); iterations {first} -> {options.iterations}; "
+          f"run dir {options.run_dir}", flush=True)
     bar = None
-    if not args.no_progress:
+    if options.progress:
         from tqdm import tqdm
-        bar = tqdm(total=args.iterations, initial=first, desc="self-play", unit="it",
+        bar = tqdm(total=options.iterations, initial=first, desc="self-play", unit="it",
                    dynamic_ncols=True)
-    last_eval = None
-    it = first
-    while it < args.iterations:
-        ts, metrics = trainer.iterate(ts, args.selfplay_steps, args.train_steps)
+    say = bar.write if bar else print
+    last_eval, it = None, first
+    while it < options.iterations:
+        try:
+            ts, metrics = trainer.iterate(ts)
+        except az.NonFiniteError as err:
+            sys.exit(f"error: {err}; the last checkpoint in {options.run_dir!r} is intact "
+                     f"(resume with --resume, or --resume-step N for an older one)")
         it = int(jax.device_get(ts.iteration))
         record = {"iteration": it, "seconds": round(time.time() - start, 2), **metrics}
-        final = it == args.iterations
-        if final or (args.eval_every and it % args.eval_every == 0):
+        final = it == options.iterations
+        if final or (options.eval_every and it % options.eval_every == 0):
             last_eval = evaluate(trainer, ts.params, it, config.seed)
             record.update(last_eval)
-            lost = {k: v for k, v in last_eval.items() if k.endswith("_loss")}
-            msg = ", ".join(f"{k[5:]}={v}" for k, v in lost.items())
-            (bar.write if bar else print)(f"[{it}] loss {metrics['loss']:.3f}; "
-                                          f"eval losses: {msg}")
-        if final or (args.checkpoint_every and it % args.checkpoint_every == 0):
-            selfplay.save_checkpoint(args.run_dir, ts, config)
+            lost = ", ".join(f"{k[5:]}={v}" for k, v in last_eval.items() if k.endswith("_loss"))
+            say(f"[{it}] loss {_fmt(metrics['loss'])}; eval losses: {lost}")
+        # The metrics line goes first: a crash during the save then loses no line
+        # (a resume drops lines past the checkpoint it restores and recomputes them).
         records.append(record)
         with open(metrics_path, "a") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(_json_line(record))
+        if final or (options.checkpoint_every and it % options.checkpoint_every == 0):
+            try:
+                az.save_checkpoint(options.run_dir, ts, config, keep=options.keep_checkpoints)
+            except az.CheckpointError as err:
+                sys.exit(f"error: {err}")
         if bar:
             bar.update(1)
-            bar.set_postfix(loss=f"{metrics['loss']:.3f}", games=metrics["games_finished"])
+            bar.set_postfix(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
     if bar:
         bar.close()
     if records:
-        write_csv(args.run_dir, records)
-        if not args.no_plot:
-            print(f"plot: {plot(args.run_dir, records)}")
-    if last_eval is None:
-        last_eval = evaluate(trainer, ts.params, it, config.seed)
-    return {"config": config, "iteration": it, "final_eval": last_eval,
+        write_csv(options.run_dir, records)
+        if options.plot:
+            print(f"plot: {plot(options.run_dir, records)}")
+    return {"config": config, "options": options, "iteration": it, "final_eval": last_eval,
             "seconds": time.time() - start, "state": ts, "trainer": trainer}
 
 

@@ -68,7 +68,7 @@ def evaluate_tree(trainer, params, replies: str = "optimal") -> dict[str, dict[s
     """Every game of the greedy agent against minimax (or any opponent).
 
     Args:
-      trainer: a :class:`jaxpuct.alphazero.selfplay.Trainer` for ``tic_tac_toe``.
+      trainer: a :class:`jaxpuct.alphazero.Trainer` for ``tic_tac_toe``.
       params: the network parameters.
       replies: ``"optimal"`` (the opponent branches over all minimax-optimal
         moves) or ``"all"`` (over all legal moves).

@@ -14,10 +14,10 @@ import pytest
 pytest.importorskip("pgx")
 pytest.importorskip("orbax.checkpoint")
 
-from jaxpuct.alphazero import selfplay  # noqa: E402
+import jaxpuct.alphazero as az  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = selfplay.SelfPlayConfig(batch_size=8, num_simulations=4, buffer_size=256,
+TINY = az.SelfPlayConfig(batch_size=8, num_simulations=4, buffer_size=256,
                                train_batch_size=16, hidden=(16,), temperature_moves=2)
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
@@ -25,7 +25,7 @@ LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4
 
 @pytest.fixture(scope="module")
 def trainer():
-    return selfplay.Trainer(TINY)
+    return az.Trainer(TINY)
 
 
 def _leaves_equal(a, b):
@@ -61,7 +61,8 @@ def test_one_iteration_end_to_end(trainer):
     buf = jax.device_get(ts.buffer)
     n = int(buf.num_added)
     assert 0 < n < TINY.buffer_size  # no wrap: rows 0..n-1 in write order
-    assert buf.valid[:n].all() and not buf.valid[n:].any()
+    # Rows 0..n-1 were written (their policies sum to 1, below), no row after them.
+    assert int(buf.next_row) == n and not buf.policy[n:].any()
     obs = buf.obs[:n].reshape(n, 9, 2).astype(bool)  # plane 0: mover's marks
     empty = ~obs.any(-1)
     policy, outcome = buf.policy[:n], buf.outcome[:n]
@@ -85,9 +86,9 @@ def test_one_iteration_end_to_end(trainer):
 def test_checkpoint_resume_is_exact(trainer, tmp_path):
     ts = trainer.init()
     ts, _ = trainer.iterate(ts, 5, 1)
-    selfplay.save_checkpoint(str(tmp_path), ts, TINY)
+    az.save_checkpoint(str(tmp_path), ts, TINY)
     saved = _copy(ts)
-    restored = selfplay.restore_checkpoint(str(tmp_path), trainer.init(), TINY)
+    restored = az.restore_checkpoint(str(tmp_path), trainer.init(), TINY)
     _leaves_equal(saved, restored)
     assert int(restored.iteration) == 1
     uninterrupted, m1 = trainer.iterate(ts, 5, 1)
@@ -97,20 +98,20 @@ def test_checkpoint_resume_is_exact(trainer, tmp_path):
 
 
 def test_bad_checkpoints_give_clear_errors(trainer, tmp_path):
-    with pytest.raises(selfplay.CheckpointError, match="no checkpoint"):
-        selfplay.restore_checkpoint(str(tmp_path / "nothing"), trainer.init(), TINY)
+    with pytest.raises(az.CheckpointError, match="no checkpoint"):
+        az.restore_checkpoint(str(tmp_path / "nothing"), trainer.init(), TINY)
     ts = trainer.init()
-    selfplay.save_checkpoint(str(tmp_path), ts, TINY)
-    other = selfplay.SelfPlayConfig(**{**TINY.to_json(), "hidden": (32,), "batch_size": 16})
-    with pytest.raises(selfplay.CheckpointError, match=r"different configuration.*batch_size"):
-        selfplay.restore_checkpoint(str(tmp_path), trainer.init(), other)
+    az.save_checkpoint(str(tmp_path), ts, TINY)
+    other = az.SelfPlayConfig(**{**TINY.to_json(), "hidden": (32,), "batch_size": 16})
+    with pytest.raises(az.CheckpointError, match=r"different configuration.*--batch-size"):
+        az.restore_checkpoint(str(tmp_path), trainer.init(), other)
     # Corrupt every file of the checkpoint.
     for dirpath, _, files in os.walk(tmp_path / "checkpoints"):
         for name in files:
             with open(os.path.join(dirpath, name), "wb") as f:
                 f.write(b"garbage")
-    with pytest.raises(selfplay.CheckpointError) as info:
-        selfplay.restore_checkpoint(str(tmp_path), trainer.init(), TINY)
+    with pytest.raises(az.CheckpointError) as info:
+        az.restore_checkpoint(str(tmp_path), trainer.init(), TINY)
     assert str(tmp_path) in str(info.value)
 
 
@@ -127,13 +128,13 @@ def test_cli_rejects_bad_arguments(capsys):
 
 SHARDED_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
-    from jaxpuct.alphazero import selfplay
+    import jaxpuct.alphazero as az
     assert len(jax.devices()) == 4, jax.devices()
-    config = selfplay.SelfPlayConfig(batch_size=8, num_simulations=6, buffer_size=128,
+    config = az.SelfPlayConfig(batch_size=8, num_simulations=6, buffer_size=128,
                                      train_batch_size=16, hidden=(16,))
     results = []
     for devices in (jax.devices(), jax.devices()[:1]):
-        tr = selfplay.Trainer(config, devices=devices)
+        tr = az.Trainer(config, devices=devices)
         ts = tr.init()
         assert len(ts.games.length.sharding.device_set) == len(devices)
         games, buffer, outs = ts.games, ts.buffer, []
@@ -164,11 +165,11 @@ def test_sharded_search_equals_unsharded():
 
 
 def test_selfplay_with_tree_reuse_and_graph_search():
-    config = selfplay.SelfPlayConfig(batch_size=8, num_simulations=6, buffer_size=256,
+    config = az.SelfPlayConfig(batch_size=8, num_simulations=6, buffer_size=256,
                                      train_batch_size=16, hidden=(16,), temperature_moves=2,
                                      reuse_tree=True, graph_search=True)
     assert config.capacity == 13
-    trainer = selfplay.Trainer(config)
+    trainer = az.Trainer(config)
     ts = trainer.init()
     games, buffer = ts.games, ts.buffer
     assert not np.any(games.tree_valid)

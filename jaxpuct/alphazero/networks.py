@@ -246,9 +246,6 @@ class MLPPolicyValue(nnx.Module):
         return logits, value
 
 
-PolicyValueModel = ResNetPolicyValue | MLPPolicyValue
-
-
 def split(model: nnx.Module) -> tuple[nnx.GraphDef, nnx.State]:
     """Splits a model into its static structure and its state (``nnx.split``).
 

@@ -1,0 +1,275 @@
+"""Checkpoints of the whole training state, with integrity checks.
+
+Layout under a run directory::
+
+    config.json                 the SelfPlayConfig (what the run computes)
+    checkpoints/<step>/         orbax StandardCheckpointer of the TrainState pytree
+                                (its own named keys: params, opt_state, buffer, ...)
+    checkpoints/<step>.sha256.json
+                                SHA-256 of every array of that state, by key path,
+                                written after the checkpoint was read back intact
+
+A checkpoint counts only when its ``.sha256.json`` exists and the arrays restored
+from it hash to the same values: a save killed at any point, a truncated,
+corrupted or deleted file all make it not count, and :func:`restore_checkpoint`
+falls back to the newest one that does (or fails with :class:`CheckpointError`
+when asked for a named step). Older checkpoints are deleted only after a newer
+one has been written, read back and verified, so a good checkpoint is always on
+disk. Orbax writes each checkpoint to a temporary directory and renames it when
+complete (its atomicity guarantee), so a half-written one never has the final
+name.
+
+Multi-host: the hashes are taken on ``np.asarray`` of each array, i.e. on one
+host holding all of it; a multi-host run would hash its addressable shards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxpuct.alphazero.config import SelfPlayConfig, flag
+
+__all__ = ["CheckpointError", "available_steps", "load_config", "restore_checkpoint",
+           "save_checkpoint", "state_digest"]
+
+_CONFIG_FILE = "config.json"
+_DIGEST_SUFFIX = ".sha256.json"
+_STEP_NAME = re.compile(r"^\d+$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written or used; the message says why and where."""
+
+
+def _checkpoint_dir(run_dir: str) -> str:
+    return os.path.join(os.path.abspath(run_dir), "checkpoints")
+
+
+def _step_dir(run_dir: str, step: int) -> str:
+    return os.path.join(_checkpoint_dir(run_dir), str(step))
+
+
+def _digest_path(run_dir: str, step: int) -> str:
+    return _step_dir(run_dir, step) + _DIGEST_SUFFIX
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file and a rename, so that a
+    crash leaves either the old file or the new one, never half of one."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def state_digest(tree: Any) -> dict[str, str]:
+    """SHA-256 of every array leaf of ``tree`` (dtype, shape and bytes), by key path."""
+    out = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        array = np.ascontiguousarray(np.asarray(jax.device_get(leaf)))
+        h = hashlib.sha256(f"{array.dtype}{array.shape}".encode())
+        h.update(array.tobytes())
+        out[jax.tree_util.keystr(path)] = h.hexdigest()
+    return out
+
+
+def _all_finite(tree: Any) -> bool:
+    return all(bool(np.all(np.isfinite(np.asarray(jax.device_get(x)))))
+               for x in jax.tree.leaves(tree))
+
+
+def available_steps(run_dir: str) -> list[int]:
+    """Steps with a checkpoint directory (complete or not), newest first."""
+    ckpt_dir = _checkpoint_dir(run_dir)
+    if not os.path.isdir(ckpt_dir):
+        return []
+    return sorted((int(n) for n in os.listdir(ckpt_dir) if _STEP_NAME.match(n)), reverse=True)
+
+
+def _verified_steps(run_dir: str) -> list[int]:
+    return [s for s in available_steps(run_dir) if os.path.exists(_digest_path(run_dir, s))]
+
+
+def _abstract(template: Any) -> Any:
+    return jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), template)
+
+
+def _read(run_dir: str, step: int, template: Any) -> Any:
+    """The state saved at ``step``, verified against its digest file."""
+    import orbax.checkpoint as ocp
+    digest_file = _digest_path(run_dir, step)
+    if not os.path.exists(digest_file):
+        raise CheckpointError(f"checkpoint {step} is incomplete ({digest_file} is missing: "
+                              f"the save did not finish)")
+    try:
+        with open(digest_file) as f:
+            expected = json.load(f)["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(f"checkpoint {step}: unreadable {digest_file}: {err}") from err
+    try:
+        with ocp.StandardCheckpointer() as ckptr:
+            state = ckptr.restore(_step_dir(run_dir, step), _abstract(template))
+    except Exception as err:  # orbax and tensorstore raise many kinds
+        raise CheckpointError(f"checkpoint {step} is corrupt or does not match this "
+                              f"configuration: {type(err).__name__}: {str(err)[:300]}") from err
+    got = state_digest(state)
+    bad = sorted(k for k in set(expected) | set(got) if expected.get(k) != got.get(k))
+    if bad:
+        raise CheckpointError(f"checkpoint {step} fails its integrity check ({len(bad)} "
+                              f"arrays differ from {digest_file}, e.g. {bad[0]})")
+    if not _all_finite(state.params):  # saved by other code than save_checkpoint
+        raise CheckpointError(f"checkpoint {step} holds NaN or infinite parameters")
+    return state
+
+
+def save_checkpoint(run_dir: str, ts: Any, config: SelfPlayConfig, keep: int = 2) -> int:
+    """Saves ``ts`` as ``run_dir/checkpoints/<ts.iteration>``, reads it back and
+    verifies it, then deletes all but the newest ``keep`` verified checkpoints
+    (and any newer than this one: see :func:`_prune`).
+
+    Returns:
+      The step saved.
+
+    Raises:
+      CheckpointError: the parameters are not finite (nothing is written), or the
+        save failed (e.g. a full disk): the partial checkpoint is removed and the
+        older ones are untouched.
+    """
+    import orbax.checkpoint as ocp
+    step = int(jax.device_get(ts.iteration))
+    path = _step_dir(run_dir, step)
+    if not _all_finite(ts.params):
+        raise CheckpointError(f"refusing to save checkpoint {step}: the parameters hold NaN "
+                              f"or infinite values")
+    try:
+        os.makedirs(_checkpoint_dir(run_dir), exist_ok=True)
+        _write_atomically(os.path.join(run_dir, _CONFIG_FILE),
+                          json.dumps(config.to_json(), indent=1, sort_keys=True))
+        # A directory of this step can only be left over from a save that did not
+        # finish (or from a run resumed from an older step): it is replaced.
+        _remove_step(run_dir, step)
+        with ocp.StandardCheckpointer() as ckptr:
+            ckptr.save(path, ts)
+            ckptr.wait_until_finished()
+        digest = state_digest(ts)
+        _verify_written(run_dir, step, ts, digest)
+        _write_atomically(_digest_path(run_dir, step),
+                          json.dumps({"step": step, "sha256": digest}, indent=0))
+    except CheckpointError:
+        _remove_step(run_dir, step)
+        raise
+    except Exception as err:  # OSError (ENOSPC, EROFS, ...) or orbax's wrappers of it
+        _remove_step(run_dir, step)
+        raise CheckpointError(f"could not save checkpoint {step} in "
+                              f"{_checkpoint_dir(run_dir)!r}: {type(err).__name__}: {err}; "
+                              f"the previous checkpoints are kept") from err
+    _prune(run_dir, keep, step)
+    return step
+
+
+def _verify_written(run_dir: str, step: int, ts: Any, digest: dict[str, str]) -> None:
+    import orbax.checkpoint as ocp
+    with ocp.StandardCheckpointer() as ckptr:
+        back = ckptr.restore(_step_dir(run_dir, step), _abstract(ts))
+    if state_digest(back) != digest:
+        raise CheckpointError(f"checkpoint {step} in {_checkpoint_dir(run_dir)!r} reads back "
+                              f"different from what was written")
+
+
+def _remove_step(run_dir: str, step: int) -> None:
+    # The digest first: without it a half-deleted directory no longer counts.
+    if os.path.exists(_digest_path(run_dir, step)):
+        os.remove(_digest_path(run_dir, step))
+    shutil.rmtree(_step_dir(run_dir, step), ignore_errors=True)
+
+
+def _prune(run_dir: str, keep: int, saved: int) -> None:
+    """Deletes every checkpoint but the newest ``keep`` verified ones up to the one
+    just ``saved``. Newer ones come from a run that was resumed from an older step
+    (``--resume-step``): they are another history, and resuming from them later
+    would mix the two (the metrics file drops their lines likewise)."""
+    kept = set([s for s in _verified_steps(run_dir) if s <= saved][:keep])
+    for step in available_steps(run_dir):
+        if step not in kept:
+            _remove_step(run_dir, step)
+
+
+def load_config(run_dir: str) -> SelfPlayConfig:
+    """The config saved in ``run_dir`` (raises :class:`CheckpointError`)."""
+    path = os.path.join(os.path.abspath(run_dir), _CONFIG_FILE)
+    try:
+        with open(path) as f:
+            return SelfPlayConfig.from_json(json.load(f))
+    except FileNotFoundError as err:
+        raise CheckpointError(f"no checkpoint in {run_dir!r}: {path} is missing "
+                              f"(start without --resume, or pass the right --run-dir)") from err
+    except (ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(f"corrupt run config {path}: {err}") from err
+
+
+def _check_same_config(run_dir: str, saved: SelfPlayConfig, config: SelfPlayConfig) -> None:
+    if saved == config:
+        return
+    diff = [f"{flag(f.name)}: saved {getattr(saved, f.name)!r}, now "
+            f"{getattr(config, f.name)!r}" for f in dataclasses.fields(config)
+            if getattr(saved, f.name) != getattr(config, f.name)]
+    raise CheckpointError(f"checkpoint in {run_dir!r} was made with a different "
+                          f"configuration ({'; '.join(diff)}); resume with the options of "
+                          f"that run, or use another run directory")
+
+
+def restore_checkpoint(run_dir: str, template: Any, config: SelfPlayConfig,
+                       step: int | None = None) -> Any:
+    """Restores a checkpoint of ``run_dir`` into ``template``'s structure, shapes,
+    dtypes and shardings.
+
+    Args:
+      run_dir: the run directory.
+      template: a state of the right structure (e.g. ``Trainer.init()``).
+      config: must equal the saved config.
+      step: the checkpoint to restore; ``None``: the newest intact one (an
+        unusable newer one is reported on stderr and skipped).
+
+    Raises:
+      CheckpointError: no checkpoint, a config that differs from ``config`` (the
+        differing flags are listed), the named ``step`` is unusable, or none is.
+    """
+    _check_same_config(run_dir, load_config(run_dir), config)
+    ckpt_dir = _checkpoint_dir(run_dir)
+    steps = available_steps(run_dir)
+    if step is not None:
+        if step not in steps:
+            raise CheckpointError(f"no checkpoint {step} in {ckpt_dir!r}; available: "
+                                  f"{', '.join(map(str, steps)) or 'none'}")
+        steps = [step]
+    problems = []
+    for candidate in steps:
+        try:
+            state = _read(run_dir, candidate, template)
+        except CheckpointError as err:
+            if step is not None:
+                raise CheckpointError(f"{err} (in {ckpt_dir!r})") from err
+            problems.append(str(err))
+            print(f"warning: skipping checkpoint {candidate} in {ckpt_dir!r}: {err}",
+                  file=sys.stderr)
+            continue
+        return state
+    raise CheckpointError(f"no usable checkpoint in {ckpt_dir!r}"
+                          + (f": {'; '.join(problems)}" if problems else ""))

@@ -1,0 +1,226 @@
+"""The wiring: ``jax.jit``, buffer donation and the device mesh.
+
+:class:`Trainer` compiles the pure functions of :mod:`~jaxpuct.alphazero.selfplay`,
+:mod:`~jaxpuct.alphazero.training` and :mod:`~jaxpuct.alphazero.evaluation` for
+one :class:`~jaxpuct.alphazero.config.SelfPlayConfig`, and places the state.
+
+Devices. The mesh spans the given devices (default: all local ones) with one
+axis ``"batch"``; the games (every leaf of :class:`Games`, leading axis ``B``) are
+placed with ``NamedSharding(mesh, P("batch"))`` and everything else (network,
+optimiser state, buffer, RNG) is replicated. ``jax.jit`` partitions the search
+over the batch axis, and the train step's loss is a mean over a global minibatch,
+so its gradient is the all-device average (the partitioner inserts the
+all-reduce). ``B`` must be a multiple of the number of devices.
+
+Multi-host. Call ``jax.distributed.initialize()`` in every process before
+anything else touches JAX; ``jax.devices()`` then lists the devices of all hosts,
+``Trainer(config, devices=jax.devices())`` builds the mesh over them and every
+process runs the same program (SPMD). Only the single-host path is tested (on
+CPU with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxpuct.alphazero import evaluation, networks, selfplay, training
+from jaxpuct.alphazero.buffer import ReplayBuffer, empty_buffer, filled_rows
+from jaxpuct.alphazero.config import SelfPlayConfig
+from jaxpuct.search import init_tree
+
+__all__ = ["NonFiniteError", "TrainState", "Trainer", "check_finite", "iteration_metrics"]
+
+
+class NonFiniteError(FloatingPointError):
+    """The loss or the parameters became NaN or infinite; nothing was saved."""
+
+
+@chex.dataclass
+class TrainState:
+    """Everything a run needs to continue exactly (the checkpointed pytree)."""
+
+    params: Any
+    opt_state: Any
+    buffer: ReplayBuffer
+    games: selfplay.Games
+    iteration: chex.Array
+    rng: chex.Array
+
+
+# The network built only for its structure (graphdef) and the dtype probe: any
+# key gives the same structure, and the probe is traced (eval_shape), not run.
+_STRUCTURE_KEY = 0
+
+
+def make_model(config: SelfPlayConfig, num_actions: int, obs_shape: tuple[int, ...],
+               rngs: nnx.Rngs) -> nnx.Module:
+    """The configured policy-value network."""
+    if config.network == "mlp":
+        return networks.MLPPolicyValue(num_actions, obs_shape, hidden=config.hidden, rngs=rngs)
+    return networks.ResNetPolicyValue(num_actions, obs_shape, num_blocks=config.blocks,
+                                      channels=config.channels, value_hidden=config.channels,
+                                      rngs=rngs)
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+class Trainer:
+    """Compiled self-play, training and evaluation functions for one config.
+
+    Args:
+      config: the run's :class:`SelfPlayConfig`.
+      devices: devices of the mesh (default: all of ``jax.devices()``).
+
+    Jitted: ``selfplay_step(params, games, buffer, rng)`` (games and buffer
+    donated), ``train_step(params, opt_state, buffer, rng)`` (optimiser state
+    donated), ``act(params, keys, state)``, ``act_pure(keys, state, temperature)``,
+    ``env_step``, ``env_init`` and ``all_finite``.
+
+    (About 110 lines with docstrings: one jit per pure function, state creation
+    and placement, and the iteration loop that drives them; no logic of its own.)
+    """
+
+    def __init__(self, config: SelfPlayConfig, devices: Sequence[jax.Device] | None = None):
+        from jaxpuct.envs.pgx_games import make_pgx_game
+        self.config, self.game = config, make_pgx_game(config.game)
+        self.env = self.game.environment
+        devices = list(devices) if devices is not None else jax.devices()
+        if config.batch_size % len(devices):
+            raise ValueError(f"batch_size ({config.batch_size}) must be a multiple of the "
+                             f"number of devices ({len(devices)})")
+        self.mesh = Mesh(np.array(devices), ("batch",))
+        self.batch_sharding = NamedSharding(self.mesh, P("batch"))
+        self.replicated = NamedSharding(self.mesh, P())
+        self.graphdef, _ = networks.split(self._model(nnx.Rngs(_STRUCTURE_KEY)))
+        self.apply_fn = functools.partial(networks.apply, self.graphdef)
+        self.optimizer = training.make_optimizer(config)
+        self.fns = selfplay.make_search_fns(config, self.env, self.apply_fn,
+                                            self.game.num_actions)
+        pure = selfplay.make_search_fns(config, self.env, None, self.game.num_actions)
+        fresh = jax.vmap(self.game.env.init)
+        self.selfplay_step = jax.jit(functools.partial(selfplay.selfplay_step, self.fns, fresh),
+                                     donate_argnums=(1, 2))
+        self.train_step = jax.jit(functools.partial(
+            training.train_step, self.apply_fn, self.optimizer, config), donate_argnums=(1,))
+        self.act = jax.jit(lambda params, keys, state: selfplay.search(
+            self.fns, params, keys, state, dirichlet_fraction=0.0,
+            temperature=jnp.zeros((keys.shape[0],))).action)
+        self.act_pure = jax.jit(lambda keys, state, temperature: selfplay.search(
+            pure, None, keys, state, dirichlet_fraction=0.0, temperature=temperature).action)
+        self.env_step = jax.jit(self.env.step)
+        self.env_init = jax.jit(self.game.init, static_argnums=1)
+        self.all_finite = jax.jit(_all_finite)
+
+    def _model(self, rngs: nnx.Rngs) -> nnx.Module:
+        return make_model(self.config, self.game.num_actions, self.game.observation_shape, rngs)
+
+    def init(self, rng: jax.Array | None = None) -> TrainState:
+        """A fresh :class:`TrainState` (network, optimiser, empty buffer, new games)."""
+        c, game = self.config, self.game
+        rng = jax.random.PRNGKey(c.seed) if rng is None else rng
+        rng, model_key, games_key = jax.random.split(rng, 3)
+        _, params = networks.split(self._model(nnx.Rngs(model_key)))
+        probe = jax.random.PRNGKey(_STRUCTURE_KEY)
+        obs_dtype = jax.eval_shape(game.env.init, probe).observation.dtype
+        buffer = empty_buffer(c.buffer_size, game.observation_shape, obs_dtype,
+                              game.num_actions)
+        games = selfplay.init_games(c, game.init, games_key, game.observation_shape,
+                                    obs_dtype, game.num_actions)
+        if c.reuse_tree:
+            root = self.fns.root_fn(params, rng, games.state)
+            games = games.replace(tree=init_tree(root, c.capacity, graph=c.graph),
+                                  tree_valid=jnp.zeros((c.batch_size,), bool))
+        return self.place(TrainState(
+            params=params, opt_state=self.optimizer.init(params), buffer=buffer, games=games,
+            iteration=jnp.zeros((), jnp.int32), rng=rng))
+
+    def place(self, state: TrainState) -> TrainState:
+        """Puts the games on the batch sharding and everything else replicated."""
+        games = jax.device_put(state.games, self.batch_sharding)
+        return jax.device_put(state.replace(games=None), self.replicated).replace(games=games)
+
+    def iterate(self, ts: TrainState, selfplay_steps: int | None = None,
+                train_steps: int | None = None) -> tuple[TrainState, dict[str, Any]]:
+        """``selfplay_steps`` moves of every game, then ``train_steps`` optimiser
+        steps (defaults: the config's); returns the new state and the metrics.
+
+        The games, buffer and optimiser state of ``ts`` are donated to the compiled
+        steps: use the returned state, not ``ts``.
+
+        Raises:
+          NonFiniteError: a loss or a parameter is NaN or infinite.
+        """
+        c = self.config
+        selfplay_steps = c.selfplay_steps if selfplay_steps is None else selfplay_steps
+        train_steps = c.train_steps if train_steps is None else train_steps
+        rng, params, games, buffer, opt_state = (ts.rng, ts.params, ts.games, ts.buffer,
+                                                 ts.opt_state)
+        sp, tr = [], []
+        for _ in range(selfplay_steps):
+            rng, key = jax.random.split(rng)
+            games, buffer, m = self.selfplay_step(params, games, buffer, key)
+            sp.append(m)
+        for _ in range(train_steps):
+            rng, key = jax.random.split(rng)
+            params, opt_state, m = self.train_step(params, opt_state, buffer, key)
+            tr.append(m)
+        ts = ts.replace(params=params, opt_state=opt_state, games=games, buffer=buffer,
+                        iteration=ts.iteration + 1, rng=rng)
+        metrics = iteration_metrics(jax.device_get(sp), jax.device_get(tr), c.batch_size,
+                                    int(filled_rows(buffer)))
+        check_finite(metrics, bool(self.all_finite(params)), int(ts.iteration))
+        return ts, metrics
+
+    def play_vs(self, params: Any, opponent: str, rng: jax.Array) -> evaluation.Counts:
+        """``B`` greedy games (search with the network, no noise, temperature 0)
+        against ``"random"`` or ``"pure_search"`` (see :mod:`evaluation`)."""
+        return evaluation.play_vs(
+            functools.partial(self.act, params),
+            evaluation.make_opponent(opponent, self.env, self.act_pure), self.env,
+            self.env_init, self.env_step, self.config.batch_size,
+            self.config.trajectory_length, rng)
+
+
+def check_finite(metrics: dict[str, Any], params_finite: bool, iteration: int) -> None:
+    """Raises :class:`NonFiniteError` if a loss or a parameter is NaN or infinite."""
+    bad = [k for k in ("loss", "policy_loss", "value_loss")
+           if metrics[k] is not None and not np.isfinite(metrics[k])]
+    if not params_finite:
+        bad.append("a parameter")
+    if bad:
+        raise NonFiniteError(f"iteration {iteration}: {', '.join(bad)} is NaN or infinite; "
+                             f"stopped before saving anything of this iteration")
+
+
+def iteration_metrics(selfplay: list[dict], train: list[dict], batch_size: int,
+                      buffer_rows: int) -> dict[str, Any]:
+    """Averages of one iteration's per-step metrics (host values). Losses are
+    ``None`` when no optimiser step ran (so that they serialise as JSON null)."""
+    finished = sum(int(m["games_finished"]) for m in selfplay)
+    per_game = max(finished, 1)
+    metrics: dict[str, Any] = {
+        "games_finished": finished,
+        "first_player_win_rate": sum(int(m["first_player_wins"]) for m in selfplay) / per_game,
+        "draw_rate": sum(int(m["draws"]) for m in selfplay) / per_game,
+        "mean_game_length": sum(int(m["plies_finished"]) for m in selfplay) / per_game,
+        "inherited_visits_per_move": (sum(int(m["inherited_visits"]) for m in selfplay)
+                                      / (len(selfplay) * batch_size) if selfplay else 0.0),
+        "buffer_rows": buffer_rows,
+    }
+    for name in ("loss", "policy_loss", "value_loss", "l2"):
+        metrics[name] = float(np.mean([m[name] for m in train])) if train else None
+    return metrics
+
+
