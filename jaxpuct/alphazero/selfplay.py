@@ -25,9 +25,11 @@ import jax.numpy as jnp
 from jaxpuct.alphazero.buffer import ReplayBuffer, write_trajectories
 from jaxpuct.alphazero.config import SelfPlayConfig
 from jaxpuct.envs.adapter import Environment, make_recurrent_fn, make_root_fn
+from jaxpuct.numerics import batch_where
 from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
-from jaxpuct.search import init_tree
+from jaxpuct.roots import init_tree
+from jaxpuct.testing.pure_search import zero_apply
 
 __all__ = ["Games", "SearchFns", "init_games", "make_search_fns", "position_outcomes",
            "record_ply", "restart_finished", "search", "selfplay_step"]
@@ -80,11 +82,7 @@ def make_search_fns(config: SelfPlayConfig, env: Environment, apply_fn: Callable
     """Search functions of ``apply_fn(params, obs) -> (logits [B, A], value [B])``
     with ``A = num_actions``; ``None``: a pure search (uniform prior, zero value)."""
     if apply_fn is None:
-        def apply_fn(params, obs):
-            del params
-            batch = obs.shape[0]
-            return (jnp.zeros((batch, num_actions), jnp.float32),
-                    jnp.zeros((batch,), jnp.float32))
+        apply_fn = zero_apply(num_actions)
     return SearchFns(config=config, env=env, root_fn=make_root_fn(apply_fn, env),
                      recurrent_fn=make_recurrent_fn(apply_fn, env))
 
@@ -99,10 +97,7 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
     root = fns.root_fn(params, keys[0], state)
     if tree is not None:
         fresh = init_tree(root, c.capacity, graph=c.graph)
-        tree = jax.tree.map(
-            lambda old, new: jnp.where(
-                tree_valid.reshape((-1,) + (1,) * (old.ndim - 1)), old, new),
-            tree, fresh)
+        tree = batch_where(tree_valid, tree, fresh)
     return alphazero_policy(
         params, keys, root, fns.recurrent_fn, c.num_simulations,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
@@ -149,9 +144,7 @@ def position_outcomes(rewards: jax.Array, player: jax.Array, terminal: jax.Array
 
 def restart_finished(fresh: Any, state: Any, finished: jax.Array) -> Any:
     """``state [B, ...]`` with the games where ``finished`` replaced by ``fresh``."""
-    def pick(new, old):
-        return jnp.where(finished.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
-    return jax.tree.map(pick, fresh, state)
+    return batch_where(finished, fresh, state)
 
 
 def selfplay_step(fns: SearchFns, fresh_fn: Callable, params: Any, games: Games,

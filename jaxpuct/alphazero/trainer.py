@@ -36,7 +36,7 @@ from jax.sharding import PartitionSpec as P
 from jaxpuct.alphazero import evaluation, networks, selfplay, training
 from jaxpuct.alphazero.buffer import ReplayBuffer, empty_buffer, filled_rows
 from jaxpuct.alphazero.config import SelfPlayConfig
-from jaxpuct.search import init_tree
+from jaxpuct.roots import init_tree
 
 __all__ = ["NonFiniteError", "TrainState", "Trainer", "check_finite", "iteration_metrics"]
 
