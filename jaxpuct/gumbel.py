@@ -178,7 +178,10 @@ def mixed_value(raw_value: chex.Array, prior: chex.Array, visits: chex.Array,
     # A floor keeps the weights finite when a visited action has prior 0.
     prior = jnp.maximum(prior, jnp.finfo(jnp.float32).tiny)
     prior_mass = jnp.sum(jnp.where(has_q, prior, 0.0), axis=-1, keepdims=True)
-    safe_mass = jnp.where(prior_mass > 0, prior_mass, 1.0)
+    # The divisor is a full [B, A] array, not a broadcast [B, 1]: XLA may turn a
+    # division by a broadcast into a multiplication by its reciprocal, which
+    # rounds differently from mctx's (per-action) division.
+    safe_mass = jnp.where(has_q, prior_mass, 1.0)
     weighted_q = jnp.sum(jnp.where(has_q, prior * qvalues / safe_mass, 0.0), axis=-1)
     return (raw_value + total_visits * weighted_q) / (total_visits + 1.0)
 
