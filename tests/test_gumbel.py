@@ -340,8 +340,14 @@ def _synthetic_policy(key, poison, *, max_nodes=None, graph=None):
                                  graph=graph)
 
 
+def _element_keys(seed):
+    """``[B]`` keys: every search of this section takes per-element keys, so that
+    they share one compilation."""
+    return jax.random.split(jax.random.PRNGKey(seed), EXT_B)
+
+
 def test_nan_in_one_element_leaves_the_others_bit_identical():
-    key = jax.random.PRNGKey(5)
+    key = _element_keys(5)
     clean = _synthetic_policy(key, -1)
     poisoned = _synthetic_policy(key, 1)
     others = np.array([0, 2, 3])
@@ -352,9 +358,23 @@ def test_nan_in_one_element_leaves_the_others_bit_identical():
     assert int(_root_visits(poisoned)[1].sum()) == EXT_S
 
 
+def test_per_element_keys_keep_the_elements_independent():
+    """Element ``b``'s Gumbel draw comes from ``rng_key[b]`` only: a new key for
+    element 2 changes its search and nothing else."""
+    keys = _element_keys(10)
+    base = _synthetic_policy(keys, -1)
+    other = _synthetic_policy(keys.at[2].set(jax.random.PRNGKey(99)), -1)
+    same = np.array([0, 1, 3])
+    for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(other), strict=True):
+        np.testing.assert_array_equal(np.asarray(a)[same], np.asarray(b)[same])
+    # Element 2's search did change (the order of its visits, at least).
+    assert not np.array_equal(base.search_tree.children_index[2],
+                              other.search_tree.children_index[2])
+
+
 def test_capacity_below_the_simulation_count():
     with pytest.warns(UserWarning, match="max_nodes"):
-        out = _synthetic_policy(jax.random.PRNGKey(6), -1, max_nodes=12)
+        out = _synthetic_policy(_element_keys(6), -1, max_nodes=12)
     visits = _root_visits(out)
     np.testing.assert_array_equal(visits.sum(-1), EXT_S)
     # The schedule counts edge visits, stored children or not.
@@ -365,7 +385,7 @@ def test_capacity_below_the_simulation_count():
 
 
 def test_graph_search_without_transpositions_equals_tree_search():
-    key = jax.random.PRNGKey(7)
+    key = _element_keys(7)
     tree_out = _synthetic_policy(key, -1)
     graph_out = _synthetic_policy(key, -1, graph=jaxpuct.GraphConfig())
     np.testing.assert_array_equal(_root_visits(graph_out), _root_visits(tree_out))
