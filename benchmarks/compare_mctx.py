@@ -60,6 +60,8 @@ JAXPUCT_MCTX_RULE = "jaxpuct/mctx-rule"
 JAXPUCT_DEFAULT = "jaxpuct/default"
 MCTX = "mctx"
 SEARCHES = (JAXPUCT_MCTX_RULE, JAXPUCT_DEFAULT, MCTX)
+JAXPUCT_GUMBEL = "jaxpuct/gumbel"
+MCTX_GUMBEL = "mctx/gumbel"
 
 
 # --------------------------------------------------------------------------- config
@@ -343,9 +345,9 @@ def workload(name: str):
 
 
 def _search_rows(case: dict[str, Any], timings: dict[str, Timing], batch: int,
-                 sims: int) -> list[dict[str, Any]]:
+                 sims: int, base_name: str = MCTX) -> list[dict[str, Any]]:
     rows = []
-    base = timings.get(MCTX)
+    base = timings.get(base_name)
     for name, timing in timings.items():
         sps = batch * sims / timing.median
         row = dict(case, impl=name, n=timing.n, median_s=timing.median,
@@ -651,6 +653,54 @@ def network_inline(cfg: Config) -> WorkloadResult:
     return result
 
 
+@workload("gumbel")
+def gumbel_deep_trees(cfg: Config) -> WorkloadResult:
+    """W4: Gumbel MuZero on W1's deep-tree game, jaxpuct vs mctx."""
+    num_actions = 82
+    cases = [(8, 32)] if cfg.quick else [(64, 256), (256, 128)]
+    logit_scale, value_scale, considered = 3.0, 1.0, 16
+    result = WorkloadResult(
+        "gumbel", "W4: Gumbel MuZero, deep trees",
+        f"W1's synthetic game (A = {num_actions}, logit scale {logit_scale}, value scale "
+        f"{value_scale}) searched by `jaxpuct.gumbel_policy` and "
+        f"`mctx.gumbel_muzero_policy`, both with `max_num_considered_actions="
+        f"{considered}`, `gumbel_scale=1` and the default completed-Q transform; jaxpuct "
+        "is given mctx's Gumbel draw, so the two build the same trees (see the depth "
+        "columns; `tests/test_gumbel.py` checks the equality). `x vs mctx` is mctx's "
+        "median time over jaxpuct's. Target: jaxpuct >= 3x mctx at B=64, S=256 and "
+        "B=256, S=128.")
+    rows = []
+    key = jax.random.PRNGKey(0)
+    for batch, sims in cases:
+        print(f"  case B={batch} S={sims} A={num_actions} gumbel, m={considered}", flush=True)
+        root, recurrent_fn = synthetic_game(batch, num_actions, logit_scale, value_scale)
+        mroot = _mctx_root(root)
+        gumbel = jax.random.gumbel(jax.random.split(key)[1], (batch, num_actions))
+
+        def ours(params, rng_key, root, gumbel, sims=sims, recurrent_fn=recurrent_fn):
+            return jaxpuct.gumbel_policy(params, rng_key, root, recurrent_fn, sims,
+                                         max_num_considered_actions=considered,
+                                         gumbel=gumbel)
+
+        def theirs(params, rng_key, root, sims=sims, recurrent_fn=recurrent_fn):
+            return mctx.gumbel_muzero_policy(params, rng_key, root, recurrent_fn, sims,
+                                             max_num_considered_actions=considered)
+
+        impls = [Impl(JAXPUCT_GUMBEL, ours, (None, key, mroot, gumbel))]
+        if not cfg.max_mctx_sims or sims <= cfg.max_mctx_sims:
+            impls.append(Impl(MCTX_GUMBEL, theirs, (None, key, mroot)))
+        timings = compare(impls, cfg)
+        case_rows = _search_rows(dict(B=batch, S=sims, A=num_actions), timings, batch, sims,
+                                 base_name=MCTX_GUMBEL)
+        _print_case(case_rows)
+        rows += case_rows
+        del timings
+    result.tables.append(Table("Simulations per second (B * S / median call time)",
+                               SEARCH_HEADERS, [_search_table_row(r) for r in rows]))
+    result.data = {"rows": rows}
+    return result
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -684,6 +734,14 @@ def targets(results: dict[str, WorkloadResult], quick: bool = False) -> Table:
             ratio = mine[last] / mine[first]
             rows.append([f"W2 {name}: time/sim at S={last} within 1.5x of S={first}",
                          f"x{ratio:.2f}", verdict(ratio <= 1.5)])
+    if "gumbel" in results:
+        data = results["gumbel"].data["rows"]
+        for batch, sims in ((64, 256), (256, 128)):
+            row = {r["impl"]: r for r in data if (r["B"], r["S"]) == (batch, sims)}
+            if JAXPUCT_GUMBEL in row and MCTX_GUMBEL in row:
+                ratio = row[JAXPUCT_GUMBEL]["vs_mctx"]
+                rows.append([f"W4 B={batch}, S={sims}: gumbel >= 3x mctx",
+                             f"x{ratio:.1f}", verdict(ratio >= 3)])
     if "network" in results:
         for row in results["network"].data["rows"]:
             if row["impl"] in (JAXPUCT_MCTX_RULE, JAXPUCT_DEFAULT):

@@ -7,6 +7,7 @@ whole batch. The interface follows ``mctx`` (DeepMind), so an mctx
 """
 
 from jaxpuct.graph import GraphConfig, rebuild_hash_table
+from jaxpuct.gumbel import CompletedQConfig, gumbel_policy
 from jaxpuct.numerics import masked_softmax
 from jaxpuct.policies import (
     alphazero_policy,
@@ -32,6 +33,7 @@ from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchS
 __version__ = "0.2.0"
 
 __all__ = [
+    "CompletedQConfig",
     "GraphConfig",
     "ILLEGAL",
     "UNEXPANDED",
@@ -45,6 +47,7 @@ __all__ = [
     "alphazero_policy",
     "completed_qvalues",
     "dirichlet_noise",
+    "gumbel_policy",
     "init_tree",
     "masked_softmax",
     "node_scores",

@@ -157,11 +157,8 @@ def alphazero_policy(
     """
     rule = check_selection(selection)
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
-    if tree is None:
-        batch_size, num_actions = validation.check_root(root)
-    else:
-        _check_root_fits_tree(root, tree)
-        batch_size, num_actions = tree.batch_size, tree.num_actions
+    batch_size, num_actions = (validation.check_root(root) if tree is None
+                               else validation.check_root_fits_tree(root, tree))
     _check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     if invalid_actions is not None:
         validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
@@ -200,14 +197,6 @@ def sample_action(rng_keys: chex.Array, weights: chex.Array) -> chex.Array:
     logits = jnp.where(weights > 0, jnp.log(jnp.maximum(weights, WEIGHT_FLOOR)), -jnp.inf)
     action = jax.vmap(jax.random.categorical)(rng_keys, logits)
     return jnp.where(has_weight, action, -1).astype(jnp.int32)
-
-
-def _check_root_fits_tree(root: Any, tree: Tree) -> None:
-    """A tree to continue matches the root given with it (when one is given)."""
-    if root is None:
-        validation.check_tree_fits("tree", tree, None, None)
-    else:
-        validation.check_tree_fits("tree", tree, *validation.check_root(root))
 
 
 def _split_per_element(element_keys: chex.Array) -> tuple[chex.Array, chex.Array]:

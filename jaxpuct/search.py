@@ -206,10 +206,7 @@ def prepare_tree(
                         if root_prior_legal is None else root_prior_legal)
         return (build_tree(root, prior, legal, max_nodes, root_prior, graph),
                 root.embedding)
-    if root is None:
-        validation.check_tree_fits("tree", tree, None, None)
-    else:
-        validation.check_tree_fits("tree", tree, *validation.check_root(root))
+    validation.check_root_fits_tree(root, tree)
     shape = (tree.batch_size, tree.num_actions)
     if invalid_actions is not None:
         validation.check_shape("invalid_actions", invalid_actions, shape)

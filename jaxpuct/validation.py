@@ -153,6 +153,16 @@ def check_tree_fits(name: str, tree: Any, batch_size: int | None,
                          f"num_actions={num_actions}.")
 
 
+def check_root_fits_tree(root: Any, tree: Any) -> tuple[int, int]:
+    """A tree to continue matches the root given with it (when one is given);
+    returns the tree's ``(batch_size, num_actions)``."""
+    if root is None:
+        check_tree_fits("tree", tree, None, None)
+    else:
+        check_tree_fits("tree", tree, *check_root(root))
+    return tree.children_index.shape[0], tree.children_index.shape[2]
+
+
 def check_batched_pytree(name: str, tree: Any, batch_size: int) -> None:
     """Every leaf of ``tree`` has leading dimension ``batch_size``."""
     leaves = jax.tree_util.tree_leaves_with_path(tree)
