@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guide"
 PAGES = sorted(p.name for p in GUIDE.glob("*.md") if p.name != "README.md")
 
+# Packages of the `test` extra that a page may need; without them the page is skipped.
+OPTIONAL = ("mctx", "pgx")
 _FENCE = re.compile(r"^```(\S*)(.*)$")
 _LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
 
@@ -106,4 +108,9 @@ def test_page_examples_run(page):
         warnings.filterwarnings("ignore", category=FutureWarning)
         for line, code in blocks:
             # Pad with newlines so that tracebacks give the Markdown file's line numbers.
-            exec(compile("\n" * (line - 1) + code, path, "exec"), namespace)
+            try:
+                exec(compile("\n" * (line - 1) + code, path, "exec"), namespace)
+            except ModuleNotFoundError as err:
+                if err.name in OPTIONAL:
+                    pytest.skip(f"{page} needs {err.name} (the test extra installs it)")
+                raise
