@@ -114,3 +114,15 @@ def test_page_examples_run(page):
                 if err.name in OPTIONAL:
                     pytest.skip(f"{page} needs {err.name} (the test extra installs it)")
                 raise
+
+
+def test_readme_examples_run():
+    """The README's own python blocks (quickstart, graph search) run as printed."""
+    namespace = {"__name__": "readme"}
+    path = str(ROOT / "README.md")
+    blocks = [(line, code) for line, info, code in code_blocks((ROOT / "README.md").read_text())
+              if info.split()[:1] == ["python"]]
+    assert len(blocks) >= 2
+    for line, code in blocks:
+        exec(compile("\n" * (line - 1) + code, path, "exec"), namespace)
+    assert [int(n) for n in namespace["tree"].num_nodes] == [35, 35]
