@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -189,3 +190,30 @@ def test_selfplay_with_tree_reuse_and_graph_search():
         assert not np.any(valid & finished)
     # After the first move, searches start from inherited visits.
     assert inherited[0] == 0 and sum(inherited[1:]) > 0
+
+
+def test_gumbel_selfplay_trains_on_the_improved_policy():
+    """policy=gumbel: the buffer's targets are Gumbel's improved policy (full support
+    on the legal moves, not visit counts of 4 simulations), training stays finite,
+    and evaluation games are deterministic (no Gumbel noise)."""
+    config = dataclasses.replace(TINY, policy="gumbel", considered_actions=4)
+    gumbel_trainer = az.Trainer(config)
+    ts = gumbel_trainer.init()
+    ts, metrics = gumbel_trainer.iterate(ts, selfplay_steps=12, train_steps=2)
+    assert np.isfinite(metrics["loss"])
+    buf = jax.device_get(ts.buffer)
+    n = int(buf.num_added)
+    obs = buf.obs[:n].reshape(n, 9, 2).astype(bool)
+    legal = ~obs.any(-1)
+    policy = buf.policy[:n]
+    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
+    assert np.all(policy[~legal] == 0)
+    # softmax(logits + sigma(q)) is positive on every legal move; 4 simulations
+    # could visit at most 4 of the 9 first moves.
+    assert np.all(policy[legal] > 0)
+    keys = jax.random.split(jax.random.PRNGKey(3), config.batch_size)
+    state = ts.games.state
+    first = np.asarray(gumbel_trainer.act(ts.params, keys, state))
+    again = np.asarray(gumbel_trainer.act(ts.params, jax.random.split(
+        jax.random.PRNGKey(4), config.batch_size), state))
+    np.testing.assert_array_equal(first, again)

@@ -30,6 +30,7 @@ __all__ = [
     "MAX_MOVES",
     "NETWORKS",
     "OPTIMIZERS",
+    "POLICIES",
     "LR_SCHEDULES",
     "RunOptions",
     "SelfPlayConfig",
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 OPTIMIZERS = ("adam", "sgd")
+POLICIES = ("alphazero", "gumbel")
 NETWORKS = ("mlp", "resnet")
 LR_SCHEDULES = ("constant", "cosine")
 # Longest game per pgx game (pgx's own limits; go: 9 * 9 * 2 moves).
@@ -73,6 +75,13 @@ class SelfPlayConfig:
       num_simulations: simulations per search.
       selfplay_steps: moves of every game per iteration.
       train_steps: optimiser steps per iteration.
+      policy: the search: alphazero (PUCT with Dirichlet noise, visit-count
+        targets) or gumbel (Gumbel MuZero, Danihelka et al. 2022: Gumbel noise
+        instead of Dirichlet noise and temperature, the improved policy as the
+        target).
+      considered_actions: gumbel: actions considered at the root (Gumbel-Top-k).
+      gumbel_scale: gumbel: scale of the root's Gumbel noise during the first
+        temperature_moves plies (0 after them and in evaluation games).
       temperature_moves: plies of each game sampled with temperature 1 (then greedy).
       dirichlet_alpha: concentration of the Dirichlet noise at self-play roots.
       dirichlet_fraction: weight of that noise in the root prior.
@@ -110,6 +119,9 @@ class SelfPlayConfig:
     num_simulations: int = _knob(32, minimum=1)
     selfplay_steps: int = _knob(9, minimum=1)
     train_steps: int = _knob(8, minimum=0)
+    policy: str = _knob("alphazero", choices=POLICIES)
+    considered_actions: int = _knob(16, minimum=1)
+    gumbel_scale: float = _knob(1.0, minimum=0.0)
     temperature_moves: int = _knob(3, minimum=0)
     dirichlet_alpha: float = _knob(1.0, positive=True)
     dirichlet_fraction: float = _knob(0.25, minimum=0.0, maximum=1.0)

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from jaxpuct.alphazero.buffer import ReplayBuffer, write_trajectories
 from jaxpuct.alphazero.config import SelfPlayConfig
 from jaxpuct.envs.adapter import Environment, make_recurrent_fn, make_root_fn
+from jaxpuct.gumbel import gumbel_policy
 from jaxpuct.numerics import batch_where
 from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
@@ -69,22 +70,25 @@ class SearchFns:
       env: the game's :class:`jaxpuct.envs.adapter.Environment`.
       root_fn: ``(params, key, state) -> RootFnOutput`` with the network.
       recurrent_fn: the search's step function with the network.
+      policy: ``"alphazero"`` or ``"gumbel"`` (a pure search is always PUCT).
     """
 
     config: SelfPlayConfig
     env: Environment
     root_fn: Callable
     recurrent_fn: Callable
+    policy: str = "alphazero"
 
 
 def make_search_fns(config: SelfPlayConfig, env: Environment, apply_fn: Callable | None,
                     num_actions: int) -> SearchFns:
     """Search functions of ``apply_fn(params, obs) -> (logits [B, A], value [B])``
     with ``A = num_actions``; ``None``: a pure search (uniform prior, zero value)."""
+    policy = config.policy
     if apply_fn is None:
-        apply_fn = zero_apply(num_actions)
+        apply_fn, policy = zero_apply(num_actions), "alphazero"
     return SearchFns(config=config, env=env, root_fn=make_root_fn(apply_fn, env),
-                     recurrent_fn=make_recurrent_fn(apply_fn, env))
+                     recurrent_fn=make_recurrent_fn(apply_fn, env), policy=policy)
 
 
 def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
@@ -92,12 +96,23 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
            tree_valid: jax.Array | None = None):
     """One search per game (``keys [B]``, ``temperature [B]``); returns the
     ``PolicyOutput``. With ``tree``, games where ``tree_valid`` continue their
-    reused tree and the others start from a fresh root."""
+    reused tree and the others start from a fresh root.
+
+    Gumbel search has no Dirichlet noise nor temperature: games with
+    ``temperature > 0`` get Gumbel noise of scale ``gumbel_scale``, the others
+    none (a deterministic search), and ``action_weights`` is the improved policy.
+    """
     c = fns.config
     root = fns.root_fn(params, keys[0], state)
     if tree is not None:
         fresh = init_tree(root, c.capacity, graph=c.graph)
         tree = batch_where(tree_valid, tree, fresh)
+    if fns.policy == "gumbel":
+        return gumbel_policy(
+            params, keys, root, fns.recurrent_fn, c.num_simulations,
+            max_num_considered_actions=c.considered_actions,
+            gumbel_scale=jnp.where(temperature > 0, c.gumbel_scale, 0.0),
+            max_nodes=c.capacity, graph=c.graph, tree=tree)
     return alphazero_policy(
         params, keys, root, fns.recurrent_fn, c.num_simulations,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
