@@ -16,10 +16,11 @@ from jaxpuct import validation
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.roots import root_prior_and_legal
-from jaxpuct.search import check_selection, prepare_tree, run_search
+from jaxpuct.search import check_leaves_per_step, check_selection, prepare_tree, run_search
 from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.tree import ILLEGAL, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFn
+from jaxpuct.virtual_loss import VirtualLoss
 
 
 def dirichlet_noise(
@@ -118,6 +119,8 @@ def alphazero_policy(
     value_weighted: bool = False,
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
+    leaves_per_step: int = 1,
+    virtual_loss: VirtualLoss | None = None,
 ) -> PolicyOutput[Tree]:
     """Runs PUCT search and returns the move and the search policy.
 
@@ -150,6 +153,9 @@ def alphazero_policy(
         ``root_prior`` is replaced when noise is asked for).
       graph: ``GraphConfig`` to run Monte-Carlo graph search (transpositions
         share one node; see ``jaxpuct.graph``), ``None`` for tree search.
+      leaves_per_step: walks per tree per network call (default 1; must divide
+        ``num_simulations``); see :func:`jaxpuct.search`.
+      virtual_loss: how those walks keep apart (default ``VirtualLoss()``).
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
@@ -157,6 +163,7 @@ def alphazero_policy(
     """
     rule = check_selection(selection)
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
+    check_leaves_per_step(num_simulations, leaves_per_step, virtual_loss)
     if tree is None:
         batch_size, num_actions = validation.check_root(root)
     else:
@@ -183,7 +190,8 @@ def alphazero_policy(
     tree, embedding_like = prepare_tree(root, num_simulations, max_nodes, invalid_actions,
                                         noised, tree, graph, root_prior_legal=(prior, legal))
     search_tree = run_search(params, shared_key, element_keys, tree, recurrent_fn,
-                             num_simulations, rule, max_depth, graph, embedding_like)
+                             num_simulations, rule, max_depth, graph, embedding_like,
+                             leaves_per_step, virtual_loss)
 
     summary = search_tree.summary()
     counts = (value_weighted_policy(summary.visit_counts, summary.qvalues) if value_weighted
