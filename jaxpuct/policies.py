@@ -13,10 +13,17 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
+from jaxpuct.final_move import lcb_action
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.roots import root_prior_and_legal
-from jaxpuct.search import check_leaves_per_step, check_selection, prepare_tree, run_search
+from jaxpuct.search import (
+    check_leaves_per_step,
+    check_selection,
+    needs_second_moment,
+    prepare_tree,
+    run_search,
+)
 from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.tree import ILLEGAL, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFn
@@ -121,6 +128,7 @@ def alphazero_policy(
     graph: GraphConfig | None = None,
     leaves_per_step: int = 1,
     virtual_loss: VirtualLoss | None = None,
+    final_move: str = "visits",
 ) -> PolicyOutput[Tree]:
     """Runs PUCT search and returns the move and the search policy.
 
@@ -156,6 +164,11 @@ def alphazero_policy(
       leaves_per_step: walks per tree per network call (default 1; must divide
         ``num_simulations``); see :func:`jaxpuct.search`.
       virtual_loss: how those walks keep apart (default ``VirtualLoss()``).
+      final_move: ``"visits"`` (sample from ``action_weights``) or ``"lcb"``:
+        play :func:`jaxpuct.final_move.lcb_action` (KataGo's lower confidence
+        bound, 5 standard deviations, moves with >= 15% of the top visits),
+        whatever the temperature; ``action_weights`` stay the visit target. The
+        tree then stores ``node_sq_values``.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
@@ -164,6 +177,7 @@ def alphazero_policy(
     rule = check_selection(selection)
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
     check_leaves_per_step(num_simulations, leaves_per_step, virtual_loss)
+    validation.check_choice("final_move", final_move, ("visits", "lcb"))
     if tree is None:
         batch_size, num_actions = validation.check_root(root)
     else:
@@ -187,8 +201,10 @@ def alphazero_policy(
         noised = dirichlet_noise(noise_keys, prior, legal,
                                  jnp.clip(dirichlet_fraction, 0.0, 1.0), dirichlet_alpha)
 
-    tree, embedding_like = prepare_tree(root, num_simulations, max_nodes, invalid_actions,
-                                        noised, tree, graph, root_prior_legal=(prior, legal))
+    tree, embedding_like = prepare_tree(
+        root, num_simulations, max_nodes, invalid_actions, noised, tree, graph,
+        root_prior_legal=(prior, legal),
+        second_moment=final_move == "lcb" or needs_second_moment(selection))
     search_tree = run_search(params, shared_key, element_keys, tree, recurrent_fn,
                              num_simulations, rule, max_depth, graph, embedding_like,
                              leaves_per_step, virtual_loss)
@@ -197,8 +213,9 @@ def alphazero_policy(
     counts = (value_weighted_policy(summary.visit_counts, summary.qvalues) if value_weighted
               else summary.visit_counts)
     action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
-    return PolicyOutput(action=sample_action(sample_keys, action_weights),
-                        action_weights=action_weights, search_tree=search_tree)
+    action = (lcb_action(search_tree) if final_move == "lcb"
+              else sample_action(sample_keys, action_weights))
+    return PolicyOutput(action=action, action_weights=action_weights, search_tree=search_tree)
 
 
 def sample_action(rng_keys: chex.Array, weights: chex.Array) -> chex.Array:

@@ -36,7 +36,7 @@ from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import finite_or_zero, prior_and_legal
 from jaxpuct.roots import build_tree, check_init_args, root_prior_and_legal
 from jaxpuct.selection import PUCTConfig, SelectionRule, puct_rule
-from jaxpuct.tree import ILLEGAL, NodeData, Tree, store_nodes
+from jaxpuct.tree import ILLEGAL, NodeData, Tree, store_nodes, with_second_moment
 from jaxpuct.types import RecurrentFn
 from jaxpuct.virtual_loss import VirtualLoss
 
@@ -94,6 +94,7 @@ class _BackupState(NamedTuple):
     node_visits: chex.Array  # [B, N]
     node_values: chex.Array  # [B, N]
     edge_visits: chex.Array  # [B, N, A]
+    node_sq_values: chex.Array | None  # [B, N] second moment, when stored
 
 
 class _GraphBackupState(NamedTuple):
@@ -103,6 +104,7 @@ class _GraphBackupState(NamedTuple):
     node_visits: chex.Array
     node_values: chex.Array
     edge_visits: chex.Array
+    node_sq_values: chex.Array | None
 
 
 def search(
@@ -121,6 +123,7 @@ def search(
     graph: GraphConfig | None = None,
     leaves_per_step: int = 1,
     virtual_loss: VirtualLoss | None = None,
+    second_moment: bool = False,
 ) -> Tree:
     """Runs ``num_simulations`` simulations on every tree of a batch.
 
@@ -165,6 +168,9 @@ def search(
         ``num_simulations``. See :mod:`jaxpuct.virtual_loss`.
       virtual_loss: how the walks of one step keep apart (``K > 1`` only;
         default ``VirtualLoss()``: AlphaGo's value penalty with ``n_vl = 3``).
+      second_moment: also store ``Tree.node_sq_values`` (the mean squared
+        return of each node, for :func:`jaxpuct.final_move.lcb_action`); always
+        stored when ``selection`` needs it (``utility_stdev_scale > 0``).
 
     Returns:
       The ``Tree``. A root with no legal action (or a terminal root) is never
@@ -173,10 +179,18 @@ def search(
     rule = check_selection(selection)
     check_leaves_per_step(num_simulations, leaves_per_step, virtual_loss)
     tree, embedding_like = prepare_tree(root, num_simulations, max_nodes, invalid_actions,
-                                        root_prior, tree, graph)
+                                        root_prior, tree, graph,
+                                        second_moment=second_moment or needs_second_moment(
+                                            selection))
     shared_key, element_keys = validation.split_keys(rng_key, tree.batch_size)
     return run_search(params, shared_key, element_keys, tree, recurrent_fn, num_simulations,
                       rule, max_depth, graph, embedding_like, leaves_per_step, virtual_loss)
+
+
+def needs_second_moment(selection: Any) -> bool:
+    """Whether ``selection`` reads ``Tree.node_sq_values`` (a ``SelectionRule``
+    may say so with a ``needs_second_moment`` attribute)."""
+    return bool(getattr(selection, "needs_second_moment", False))
 
 
 def check_leaves_per_step(num_simulations: int, leaves_per_step: int,
@@ -210,6 +224,7 @@ def prepare_tree(
     tree: Tree | None,
     graph: GraphConfig | None,
     root_prior_legal: tuple[chex.Array, chex.Array] | None = None,
+    second_moment: bool = False,
 ) -> tuple[Tree, Any]:
     """Checks the search's arguments once and returns the tree to search and an
     embedding ``[B, ...]`` shaped like ``recurrent_fn``'s (to check it against).
@@ -217,7 +232,17 @@ def prepare_tree(
     A new tree is built from ``root`` (``root_prior_legal``: its ``(prior,
     legal)`` when the caller computed them already); a given ``tree`` gets
     ``invalid_actions`` and ``root_prior`` applied to its root.
+    ``second_moment``: store ``Tree.node_sq_values`` (see
+    :func:`jaxpuct.tree.with_second_moment`).
     """
+    tree, embedding_like = _prepare_tree(root, num_simulations, max_nodes, invalid_actions,
+                                         root_prior, tree, graph, root_prior_legal)
+    return (with_second_moment(tree) if second_moment else tree), embedding_like
+
+
+def _prepare_tree(root, num_simulations, max_nodes, invalid_actions, root_prior, tree, graph,
+                  root_prior_legal):
+    """:func:`prepare_tree` without the second moment."""
     validation.check_int("num_simulations", num_simulations, 1)
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
     if tree is None:
@@ -229,7 +254,7 @@ def prepare_tree(
                 f"max_nodes={max_nodes} < num_simulations + 1 = {num_simulations + 1}: "
                 "the tree fills up and later leaves are evaluated but not stored, which "
                 "weakens the search. Give max_nodes >= num_simulations + 1 (more with "
-                "tree reuse).", UserWarning, stacklevel=3)
+                "tree reuse).", UserWarning, stacklevel=4)
         prior, legal = (root_prior_and_legal(root, invalid_actions)
                         if root_prior_legal is None else root_prior_legal)
         return (build_tree(root, prior, legal, max_nodes, root_prior, graph),
@@ -620,15 +645,20 @@ def backup(tree: Tree, walk: Walk, leaf_return: chex.Array) -> Tree:
         visits = state.node_visits.at[rows, node].set(count_int + on_path.astype(jnp.int32))
         values = state.node_values.at[rows, node].set(jnp.where(on_path, new_value, value))
         edge_visits = state.edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
+        sq_values = state.node_sq_values
+        if sq_values is not None:
+            sq = sq_values[rows, node]
+            new_sq = (sq * count + ret * ret) / (count + 1.0)
+            sq_values = sq_values.at[rows, node].set(jnp.where(on_path, new_sq, sq))
         parent_ret = tree.node_rewards[rows, node] + tree.node_discounts[rows, node] * ret
         return _BackupState(depth - 1, jnp.where(on_path, parent_ret, ret), visits, values,
-                            edge_visits)
+                            edge_visits, sq_values)
 
     init = _BackupState(jnp.max(walk.num_edges) - 1, leaf_return, tree.node_visits,
-                        tree.node_values, tree.edge_visits)
+                        tree.node_values, tree.edge_visits, tree.node_sq_values)
     final = jax.lax.while_loop(cond, body, init)
     return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
-                        edge_visits=final.edge_visits)
+                        edge_visits=final.edge_visits, node_sq_values=final.node_sq_values)
 
 
 def backup_graph(tree: Tree, walk: Walk) -> Tree:
@@ -645,12 +675,13 @@ def backup_graph(tree: Tree, walk: Walk) -> Tree:
         node = walk.path_nodes[:, state.depth]
         action = walk.path_actions[:, state.depth]
         edge_visits = state.edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
-        visits, values = graph_lib.recompute_nodes(tree, node, on_path, state.node_visits,
-                                                   state.node_values, edge_visits)
-        return _GraphBackupState(state.depth - 1, visits, values, edge_visits)
+        visits, values, sq_values = graph_lib.recompute_nodes(
+            tree, node, on_path, state.node_visits, state.node_values, edge_visits,
+            state.node_sq_values)
+        return _GraphBackupState(state.depth - 1, visits, values, edge_visits, sq_values)
 
     init = _GraphBackupState(jnp.max(walk.num_edges) - 1, tree.node_visits, tree.node_values,
-                             tree.edge_visits)
+                             tree.edge_visits, tree.node_sq_values)
     final = jax.lax.while_loop(cond, body, init)
     return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
-                        edge_visits=final.edge_visits)
+                        edge_visits=final.edge_visits, node_sq_values=final.node_sq_values)
