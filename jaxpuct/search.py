@@ -402,7 +402,7 @@ def run_multi_search(
         num_edges = jnp.where(invalid, 0, walk.num_edges)
         expand = walk.expand & ~invalid
         tree, saved = vl_lib.apply(state.tree, virtual_loss, walk.path_nodes,
-                                   walk.path_actions, num_edges, walks.saved_values[k])
+                                   walk.path_actions, num_edges, expand, walks.saved_values[k])
         tree = vl_lib.set_claims(tree, parent, action, expand, vl_lib.CLAIMED)
         walks = _MultiWalks(
             path_nodes=walks.path_nodes.at[k].set(walk.path_nodes),
@@ -418,7 +418,7 @@ def run_multi_search(
         parent, action = walk.leaf_edge()
         tree = vl_lib.set_claims(tree, parent, action, walk.expand, vl_lib.RELEASED)
         return vl_lib.undo(tree, virtual_loss, walk.path_nodes, walk.path_actions,
-                           walk.num_edges, walks.saved_values[k])
+                           walk.num_edges, walk.expand, walks.saved_values[k])
 
     def store_one(k, tree: Tree, walks: _MultiWalks, leaves: NodeData) -> Tree:
         walk = walks.walk(k)

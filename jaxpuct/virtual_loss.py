@@ -89,8 +89,19 @@ def _edge_reward_discount(tree: Tree, node: chex.Array, action: chex.Array,
     return tree.node_rewards[rows, child], tree.node_discounts[rows, child]
 
 
+def _path_child(path_nodes: chex.Array, depth: chex.Array, on_path: chex.Array,
+                num_edges: chex.Array, expand: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """``(child [B], has_child [B])`` of the edge at ``depth`` of each walk, read from
+    the path record (not from ``children_index``, which the step changes: reading
+    it inside these loops would make XLA copy it). The last edge of an expanding
+    walk has no child."""
+    has_child = on_path & ((depth < num_edges - 1) | ~expand)
+    return path_nodes[:, depth + 1], has_child
+
+
 def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: chex.Array,
-          num_edges: chex.Array, saved_values: chex.Array) -> tuple[Tree, chex.Array]:
+          num_edges: chex.Array, expand: chex.Array, saved_values: chex.Array
+          ) -> tuple[Tree, chex.Array]:
     """Marks one walk per tree as pending.
 
     Args:
@@ -99,6 +110,7 @@ def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions:
       path_nodes: ``[B, D + 1]`` the walk's nodes (column 0 the root).
       path_actions: ``[B, D]`` its actions.
       num_edges: ``[B]`` edges walked (0: nothing to mark).
+      expand: ``[B]`` the last edge has no child yet.
       saved_values: ``[B, D + 1]`` buffer for the child values this overwrites
         (``"loss"`` mode), indexed by the child's position on the path.
 
@@ -119,9 +131,7 @@ def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions:
         node_visits = state.node_visits.at[rows, node].add(add)
         values, saved = state.node_values, state.saved_values
         if config.mode == "loss":
-            child = tree.children_index[rows, node, action]
-            has_child = on_path & (child >= 0)
-            safe = jnp.maximum(child, 0)
+            safe, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
             reward, discount = _edge_reward_discount(tree, node, action, safe)
             old = values[rows, safe]
             n = count.astype(jnp.float32)
@@ -145,7 +155,7 @@ def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions:
 
 
 def undo(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: chex.Array,
-         num_edges: chex.Array, saved_values: chex.Array) -> Tree:
+         num_edges: chex.Array, expand: chex.Array, saved_values: chex.Array) -> Tree:
     """Removes the marks :func:`apply` made for the same walk (call in the reverse
     order of the applies; arguments as there)."""
     rows = jnp.arange(tree.batch_size)
@@ -162,8 +172,7 @@ def undo(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: 
         node_visits = state.node_visits.at[rows, node].add(-sub)
         values = state.node_values
         if config.mode == "loss":
-            child = tree.children_index[rows, node, action]
-            has_child = on_path & (child >= 0)
+            child, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
             values = values.at[rows, jnp.where(has_child, child, tree.max_nodes)].set(
                 saved_values[:, depth + 1], mode="drop")
         return _Marks(depth - 1, node_visits, values, edge_visits, state.saved_values)

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import jax
@@ -27,6 +28,7 @@ import pytest
 import search_cases as sc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_search import _copies_in_loops
 
 import jaxpuct
 from jaxpuct import PUCTConfig, VirtualLoss, validation
@@ -94,12 +96,12 @@ def _apply_then_undo(tree, keys, *, vl, k):
         actions = jnp.zeros((tree.batch_size, depth), jnp.int32)
         walk, _ = search_lib.select(marked, rule, depth, keys, None, None, i, nodes, actions)
         marked, saved = vl_lib.apply(marked, vl, walk.path_nodes, walk.path_actions,
-                                     walk.num_edges, np.zeros((tree.batch_size, depth + 1),
-                                                              np.float32))
+                                     walk.num_edges, walk.expand,
+                                     jnp.zeros((tree.batch_size, depth + 1), jnp.float32))
         records.append((walk, saved))
     for walk, saved in reversed(records):
         marked = vl_lib.undo(marked, vl, walk.path_nodes, walk.path_actions, walk.num_edges,
-                             saved)
+                             walk.expand, saved)
     return marked, records[-1][0].num_edges
 
 
@@ -122,7 +124,7 @@ def _one_walk_marked(tree, keys, *, vl):
                                 jnp.zeros((batch, depth + 1), jnp.int32),
                                 jnp.zeros((batch, depth), jnp.int32))
     marked, _ = vl_lib.apply(tree, vl, walk.path_nodes, walk.path_actions, walk.num_edges,
-                             jnp.zeros((batch, depth + 1), jnp.float32))
+                             walk.expand, jnp.zeros((batch, depth + 1), jnp.float32))
     return marked, walk.path_actions[:, 0]
 
 
@@ -268,3 +270,21 @@ def test_ttt_most_visited_move_is_minimax_optimal(k, sims):
     misses = [oracles.ttt_format(p) for p, a in zip(_MIDGAME, action, strict=True)
               if int(a) not in oracles.ttt_optimal_moves(p)]
     assert not misses, f"{len(misses)} of {len(_MIDGAME)} non-optimal: {misses[:5]}"
+
+
+@functools.partial(jax.jit, static_argnames=("max_nodes",))  # default XLA pipeline
+def _ttt_search_k4(state, *, max_nodes):
+    return jaxpuct.search(None, jax.random.key(0), oracles.ttt_root(state),
+                          oracles.ttt_recurrent_fn, 8, max_nodes=max_nodes, max_depth=9,
+                          leaves_per_step=4)
+
+
+def test_multi_leaf_step_does_not_copy_tree_sized_arrays():
+    """As ``test_search.test_simulation_does_not_copy_tree_sized_arrays``, for the
+    multi-leaf engine with the value penalty (tree mode): the marks, claims and
+    their undo are in-place scatters."""
+    state = oracles.ttt_batch([oracles.TTT_EMPTY] * 3)
+    hlo = _ttt_search_k4.lower(state, max_nodes=777).compile().as_text()
+    assert "777" in hlo
+    copies = _copies_in_loops(hlo, "777")
+    assert not copies, "tree-sized copies inside the search loop:\n" + "\n".join(copies)
