@@ -196,6 +196,7 @@ def needs_second_moment(selection: Any) -> bool:
 def check_leaves_per_step(num_simulations: int, leaves_per_step: int,
                           virtual_loss: VirtualLoss | None) -> None:
     """``leaves_per_step`` is an int >= 1 that divides ``num_simulations``."""
+    validation.check_int("num_simulations", num_simulations, 1)
     validation.check_int("leaves_per_step", leaves_per_step, 1)
     validation.check_instance("virtual_loss", virtual_loss, VirtualLoss, allow_none=True)
     if num_simulations % leaves_per_step:
