@@ -29,6 +29,7 @@ from jaxpuct.selection import (
 )
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchSummary
+from jaxpuct.virtual_loss import VirtualLoss
 
 __version__ = "0.2.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "SearchSummary",
     "SelectionRule",
     "Tree",
+    "VirtualLoss",
     "alphazero_policy",
     "completed_qvalues",
     "dirichlet_noise",

@@ -206,13 +206,16 @@ def rebuild_hash_table(tree: Tree, max_probes: int = 16) -> Tree:
 
 def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
                     visits: chex.Array, values: chex.Array,
-                    edge_visits: chex.Array) -> tuple[chex.Array, chex.Array]:
+                    edge_visits: chex.Array, sq_values: chex.Array | None = None,
+                    ) -> tuple[chex.Array, chex.Array, chex.Array | None]:
     """Idempotent update of ``node [B]`` (where ``on_path``): returns the new
-    ``visits`` and ``values`` arrays.
+    ``visits``, ``values`` and (when given) second-moment ``sq_values`` arrays.
 
     Terminal nodes keep ``N = 1`` and ``Q = U``. Edges that were visited but
     have no child (a full graph) count towards ``N(n)`` but cannot contribute
-    a value, so the average runs over the edges with a child.
+    a value, so the average runs over the edges with a child. The second moment
+    is recomputed the same way: ``E[(r + d X)**2] = r**2 + 2 r d Q(child) +
+    d**2 E[X**2](child)`` per edge, ``U**2`` for the node's own evaluation.
     """
     rows = jnp.arange(tree.batch_size)
     children = gather_rows(tree.children_index, node)
@@ -223,8 +226,30 @@ def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
     raw = tree.raw_values[rows, node]
     terminal = tree.node_terminal[rows, node]
     new_visits = jnp.where(terminal, 1, 1 + jnp.sum(counts, axis=-1, dtype=jnp.int32))
-    new_value = (raw + jnp.sum(weighted * q, axis=-1)) / (1.0 + jnp.sum(weighted, axis=-1))
+    weight = 1.0 + jnp.sum(weighted, axis=-1)
+    new_value = (raw + jnp.sum(weighted * q, axis=-1)) / weight
     new_value = jnp.where(terminal, raw, new_value)
     visits = visits.at[rows, node].set(jnp.where(on_path, new_visits, visits[rows, node]))
     values = values.at[rows, node].set(jnp.where(on_path, new_value, values[rows, node]))
-    return visits, values
+    if sq_values is not None:
+        safe = jnp.maximum(children, 0)
+        reward, discount = edge_reward_discount(tree, node, safe)
+        child_q = values[rows[:, None], safe]
+        child_sq = sq_values[rows[:, None], safe]
+        edge_sq = reward * reward + 2.0 * reward * discount * child_q + discount ** 2 * child_sq
+        edge_sq = jnp.where(children >= 0, edge_sq, 0.0)
+        new_sq = (raw * raw + jnp.sum(weighted * edge_sq, axis=-1)) / weight
+        new_sq = jnp.where(terminal, raw * raw, new_sq)
+        sq_values = sq_values.at[rows, node].set(
+            jnp.where(on_path, new_sq, sq_values[rows, node]))
+    return visits, values, sq_values
+
+
+def edge_reward_discount(tree: Tree, node: chex.Array, children: chex.Array
+                         ) -> tuple[chex.Array, chex.Array]:
+    """``(reward [B, A], discount [B, A])`` of the edges of ``node [B]`` whose
+    children are ``children [B, A]`` (non-negative indices)."""
+    if tree.edge_rewards is not None:
+        return gather_rows(tree.edge_rewards, node), gather_rows(tree.edge_discounts, node)
+    rows = jnp.arange(tree.batch_size)[:, None]
+    return tree.node_rewards[rows, children], tree.node_discounts[rows, children]

@@ -13,13 +13,21 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
+from jaxpuct.final_move import lcb_action
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.roots import root_prior_and_legal
-from jaxpuct.search import check_selection, prepare_tree, run_search
+from jaxpuct.search import (
+    check_leaves_per_step,
+    check_selection,
+    needs_second_moment,
+    prepare_tree,
+    run_search,
+)
 from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.tree import ILLEGAL, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFn
+from jaxpuct.virtual_loss import VirtualLoss
 
 
 def dirichlet_noise(
@@ -118,6 +126,9 @@ def alphazero_policy(
     value_weighted: bool = False,
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
+    leaves_per_step: int = 1,
+    virtual_loss: VirtualLoss | None = None,
+    final_move: str = "visits",
 ) -> PolicyOutput[Tree]:
     """Runs PUCT search and returns the move and the search policy.
 
@@ -150,6 +161,14 @@ def alphazero_policy(
         ``root_prior`` is replaced when noise is asked for).
       graph: ``GraphConfig`` to run Monte-Carlo graph search (transpositions
         share one node; see ``jaxpuct.graph``), ``None`` for tree search.
+      leaves_per_step: walks per tree per network call (default 1; must divide
+        ``num_simulations``); see :func:`jaxpuct.search`.
+      virtual_loss: how those walks keep apart (default ``VirtualLoss()``).
+      final_move: ``"visits"`` (sample from ``action_weights``) or ``"lcb"``:
+        play :func:`jaxpuct.final_move.lcb_action` (KataGo's lower confidence
+        bound, 5 standard deviations, moves with >= 15% of the top visits),
+        whatever the temperature; ``action_weights`` stay the visit target. The
+        tree then stores ``node_sq_values``.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
@@ -157,6 +176,8 @@ def alphazero_policy(
     """
     rule = check_selection(selection)
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
+    check_leaves_per_step(num_simulations, leaves_per_step, virtual_loss)
+    validation.check_choice("final_move", final_move, ("visits", "lcb"))
     batch_size, num_actions = (validation.check_root(root) if tree is None
                                else validation.check_root_fits_tree(root, tree))
     _check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
@@ -177,17 +198,21 @@ def alphazero_policy(
         noised = dirichlet_noise(noise_keys, prior, legal,
                                  jnp.clip(dirichlet_fraction, 0.0, 1.0), dirichlet_alpha)
 
-    tree, embedding_like = prepare_tree(root, num_simulations, max_nodes, invalid_actions,
-                                        noised, tree, graph, root_prior_legal=(prior, legal))
+    tree, embedding_like = prepare_tree(
+        root, num_simulations, max_nodes, invalid_actions, noised, tree, graph,
+        root_prior_legal=(prior, legal),
+        second_moment=final_move == "lcb" or needs_second_moment(selection))
     search_tree = run_search(params, shared_key, element_keys, tree, recurrent_fn,
-                             num_simulations, rule, max_depth, graph, embedding_like)
+                             num_simulations, rule, max_depth, graph, embedding_like,
+                             leaves_per_step, virtual_loss)
 
     summary = search_tree.summary()
     counts = (value_weighted_policy(summary.visit_counts, summary.qvalues) if value_weighted
               else summary.visit_counts)
     action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
-    return PolicyOutput(action=sample_action(sample_keys, action_weights),
-                        action_weights=action_weights, search_tree=search_tree)
+    action = (lcb_action(search_tree) if final_move == "lcb"
+              else sample_action(sample_keys, action_weights))
+    return PolicyOutput(action=action, action_weights=action_weights, search_tree=search_tree)
 
 
 def sample_action(rng_keys: chex.Array, weights: chex.Array) -> chex.Array:

@@ -64,7 +64,7 @@ from jaxpuct import validation
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import batch_where
 from jaxpuct.roots import check_init_args, new_tree
-from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
+from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, with_second_moment
 
 Reachability = Literal["auto", "pointer_jumping", "frontier"]
 REACHABILITY_METHODS: tuple[Reachability, ...] = ("auto", "pointer_jumping", "frontier")
@@ -165,6 +165,8 @@ def subtree_or_init(
                                               invalid_actions, graph)
     validation.check_tree_fits("tree", tree, batch_size, num_actions)
     fresh = new_tree(root, tree.max_nodes, root_prior, invalid_actions, None)
+    if tree.node_sq_values is not None:
+        fresh = with_second_moment(fresh)
     if tree.is_graph:
         # The graph fields of a fresh root, shaped like the reused tree's (the
         # transposition table is rebuilt below for every element).
@@ -363,6 +365,8 @@ def _compact(tree: Tree, new_root: chex.Array, keep: chex.Array, reused: chex.Ar
         edge_rewards=None if tree.edge_rewards is None else move(tree.edge_rewards, 0.0),
         edge_discounts=(None if tree.edge_discounts is None
                         else move(tree.edge_discounts, 0.0)),
+        node_sq_values=(None if tree.node_sq_values is None
+                        else move(tree.node_sq_values, 0.0)),
     )
     return new.replace(root_prior=new.children_prior[:, 0])
 

@@ -21,6 +21,7 @@ an interior rule, see :class:`jaxpuct.selection.SelectionRule`),
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any, NamedTuple
 
@@ -30,12 +31,14 @@ import jax.numpy as jnp
 
 from jaxpuct import graph as graph_lib
 from jaxpuct import validation
+from jaxpuct import virtual_loss as vl_lib
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import finite_or_zero, prior_and_legal
 from jaxpuct.roots import build_tree, check_init_args, root_prior_and_legal
 from jaxpuct.selection import PUCTConfig, SelectionRule, puct_rule
-from jaxpuct.tree import ILLEGAL, NodeData, Tree, store_nodes
+from jaxpuct.tree import ILLEGAL, NodeData, Tree, store_nodes, with_second_moment
 from jaxpuct.types import RecurrentFn
+from jaxpuct.virtual_loss import VirtualLoss
 
 
 @chex.dataclass(frozen=True)
@@ -91,6 +94,7 @@ class _BackupState(NamedTuple):
     node_visits: chex.Array  # [B, N]
     node_values: chex.Array  # [B, N]
     edge_visits: chex.Array  # [B, N, A]
+    node_sq_values: chex.Array | None  # [B, N] second moment, when stored
 
 
 class _GraphBackupState(NamedTuple):
@@ -100,6 +104,7 @@ class _GraphBackupState(NamedTuple):
     node_visits: chex.Array
     node_values: chex.Array
     edge_visits: chex.Array
+    node_sq_values: chex.Array | None
 
 
 def search(
@@ -116,6 +121,9 @@ def search(
     root_prior: chex.Array | None = None,
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
+    leaves_per_step: int = 1,
+    virtual_loss: VirtualLoss | None = None,
+    second_moment: bool = False,
 ) -> Tree:
     """Runs ``num_simulations`` simulations on every tree of a batch.
 
@@ -150,17 +158,52 @@ def search(
         ``jaxpuct.graph``), ``None`` for tree search. A walk that would re-enter
         a node already on its own path stops before it: the edge is counted and
         the backup uses that node's current value.
+      leaves_per_step: ``K``, walks per tree per search step (default 1). With
+        ``K > 1`` each step walks ``K`` paths per tree under virtual loss and
+        evaluates all ``B * K`` leaves in one ``recurrent_fn`` call, so the
+        network is called ``num_simulations / K`` times (``num_simulations``
+        must be a multiple of ``K``). A walk that finds nothing left to select
+        (every unexpanded edge it could reach is claimed by an earlier walk of
+        the step) is a no-op, so the root's edge visits may sum to less than
+        ``num_simulations``. See :mod:`jaxpuct.virtual_loss`.
+      virtual_loss: how the walks of one step keep apart (``K > 1`` only;
+        default ``VirtualLoss()``: AlphaGo's value penalty with ``n_vl = 3``).
+      second_moment: also store ``Tree.node_sq_values`` (the mean squared
+        return of each node, for :func:`jaxpuct.final_move.lcb_action`); always
+        stored when ``selection`` needs it (``utility_stdev_scale > 0``).
 
     Returns:
       The ``Tree``. A root with no legal action (or a terminal root) is never
       searched: its statistics stay as they were.
     """
     rule = check_selection(selection)
+    check_leaves_per_step(num_simulations, leaves_per_step, virtual_loss)
     tree, embedding_like = prepare_tree(root, num_simulations, max_nodes, invalid_actions,
-                                        root_prior, tree, graph)
+                                        root_prior, tree, graph,
+                                        second_moment=second_moment or needs_second_moment(
+                                            selection))
     shared_key, element_keys = validation.split_keys(rng_key, tree.batch_size)
     return run_search(params, shared_key, element_keys, tree, recurrent_fn, num_simulations,
-                      rule, max_depth, graph, embedding_like)
+                      rule, max_depth, graph, embedding_like, leaves_per_step, virtual_loss)
+
+
+def needs_second_moment(selection: Any) -> bool:
+    """Whether ``selection`` reads ``Tree.node_sq_values`` (a ``SelectionRule``
+    may say so with a ``needs_second_moment`` attribute)."""
+    return bool(getattr(selection, "needs_second_moment", False))
+
+
+def check_leaves_per_step(num_simulations: int, leaves_per_step: int,
+                          virtual_loss: VirtualLoss | None) -> None:
+    """``leaves_per_step`` is an int >= 1 that divides ``num_simulations``."""
+    validation.check_int("num_simulations", num_simulations, 1)
+    validation.check_int("leaves_per_step", leaves_per_step, 1)
+    validation.check_instance("virtual_loss", virtual_loss, VirtualLoss, allow_none=True)
+    if num_simulations % leaves_per_step:
+        raise ValueError(
+            f"num_simulations must be a multiple of leaves_per_step: expected "
+            f"num_simulations % leaves_per_step == 0, got {num_simulations} % "
+            f"{leaves_per_step} == {num_simulations % leaves_per_step}.")
 
 
 def check_selection(selection: Any) -> SelectionRule:
@@ -182,6 +225,7 @@ def prepare_tree(
     tree: Tree | None,
     graph: GraphConfig | None,
     root_prior_legal: tuple[chex.Array, chex.Array] | None = None,
+    second_moment: bool = False,
 ) -> tuple[Tree, Any]:
     """Checks the search's arguments once and returns the tree to search and an
     embedding ``[B, ...]`` shaped like ``recurrent_fn``'s (to check it against).
@@ -189,7 +233,17 @@ def prepare_tree(
     A new tree is built from ``root`` (``root_prior_legal``: its ``(prior,
     legal)`` when the caller computed them already); a given ``tree`` gets
     ``invalid_actions`` and ``root_prior`` applied to its root.
+    ``second_moment``: store ``Tree.node_sq_values`` (see
+    :func:`jaxpuct.tree.with_second_moment`).
     """
+    tree, embedding_like = _prepare_tree(root, num_simulations, max_nodes, invalid_actions,
+                                         root_prior, tree, graph, root_prior_legal)
+    return (with_second_moment(tree) if second_moment else tree), embedding_like
+
+
+def _prepare_tree(root, num_simulations, max_nodes, invalid_actions, root_prior, tree, graph,
+                  root_prior_legal):
+    """:func:`prepare_tree` without the second moment."""
     validation.check_int("num_simulations", num_simulations, 1)
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
     if tree is None:
@@ -201,7 +255,7 @@ def prepare_tree(
                 f"max_nodes={max_nodes} < num_simulations + 1 = {num_simulations + 1}: "
                 "the tree fills up and later leaves are evaluated but not stored, which "
                 "weakens the search. Give max_nodes >= num_simulations + 1 (more with "
-                "tree reuse).", UserWarning, stacklevel=3)
+                "tree reuse).", UserWarning, stacklevel=4)
         prior, legal = (root_prior_and_legal(root, invalid_actions)
                         if root_prior_legal is None else root_prior_legal)
         return (build_tree(root, prior, legal, max_nodes, root_prior, graph),
@@ -231,14 +285,24 @@ def run_search(
     max_depth: int | None,
     graph: GraphConfig | None,
     embedding_like: Any,
+    leaves_per_step: int = 1,
+    virtual_loss: VirtualLoss | None = None,
+    force_multi: bool = False,
 ) -> Tree:
     """The simulation loop on checked arguments (see :func:`search`).
 
     ``shared_key`` seeds ``recurrent_fn`` (folded with the simulation index);
     ``element_keys [B]`` seed each tree's own selection noise.
+    ``leaves_per_step > 1`` (or ``force_multi``, for tests: the multi-leaf
+    engine with ``K = 1``) runs :func:`run_multi_search`.
     """
     depth_limit = tree.max_nodes if max_depth is None else validation.check_int(
         "max_depth", max_depth, 1)
+    if leaves_per_step > 1 or force_multi:
+        return run_multi_search(params, shared_key, element_keys, tree, recurrent_fn,
+                                num_simulations // leaves_per_step, leaves_per_step, rule,
+                                depth_limit, graph, embedding_like,
+                                VirtualLoss() if virtual_loss is None else virtual_loss)
 
     def simulate(sim, state: _SimulationState) -> _SimulationState:
         key = jax.random.fold_in(shared_key, sim)
@@ -267,6 +331,133 @@ def run_search(
         path_nodes=jnp.full((tree.batch_size, depth_limit + 1), Tree.ROOT_INDEX, jnp.int32),
         path_actions=jnp.zeros((tree.batch_size, depth_limit), jnp.int32))
     return jax.lax.fori_loop(0, num_simulations, simulate, init).tree
+
+
+class _MultiWalks(NamedTuple):
+    """The ``K`` walks of one search step: ``[K, B, ...]`` path records."""
+
+    path_nodes: chex.Array  # [K, B, D + 1]
+    path_actions: chex.Array  # [K, B, D]
+    num_edges: chex.Array  # [K, B]; 0 for an invalid (no-op) walk
+    expand: chex.Array  # [K, B]
+    saved_values: chex.Array  # [K, B, D + 1] values virtual loss overwrote
+
+    def walk(self, k: chex.Array) -> Walk:
+        return Walk(path_nodes=self.path_nodes[k], path_actions=self.path_actions[k],
+                    num_edges=self.num_edges[k], expand=self.expand[k])
+
+
+class _StepState(NamedTuple):
+    """The multi-leaf step loop's carry (also the carry of its walk loop)."""
+
+    tree: Tree
+    marks: chex.Array | None  # [B, N], graph search only
+    walks: _MultiWalks
+
+
+def run_multi_search(
+    params: Any,
+    shared_key: chex.PRNGKey,
+    element_keys: chex.Array,
+    tree: Tree,
+    recurrent_fn: RecurrentFn,
+    num_steps: int,
+    leaves_per_step: int,
+    rule: SelectionRule,
+    depth_limit: int,
+    graph: GraphConfig | None,
+    embedding_like: Any,
+    virtual_loss: VirtualLoss,
+) -> Tree:
+    """``num_steps`` steps of ``K = leaves_per_step`` walks per tree (see
+    :func:`search` and :mod:`jaxpuct.virtual_loss`).
+
+    A step: ``K`` walks in turn, each marking its path with virtual loss and
+    claiming its unexpanded edge; the marks undone (last walk first), which
+    restores the tree bit for bit; one ``recurrent_fn`` call on the ``[B * K]``
+    leaves (row ``b * K + k``); then walk by walk, the leaf stored and the path
+    backed up exactly as a one-leaf simulation would. Walk ``k`` of step ``t``
+    uses simulation number ``t * K + k`` for its selection keys and graph marks;
+    ``recurrent_fn``'s key is folded with ``t``. With ``K = 1`` this computes
+    the same trees as the one-leaf loop.
+    """
+    batch_size, k_total = tree.batch_size, leaves_per_step
+    rows = jnp.arange(batch_size)
+    flat_like = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct((batch_size * k_total,) + x.shape[1:], x.dtype),
+        embedding_like)
+
+    def walk_one(step, k, state: _StepState) -> _StepState:
+        sim = step * k_total + k
+        tie_keys = jax.vmap(jax.random.fold_in, (0, None))(element_keys, sim)
+        walks = state.walks
+        walk, marks = select(state.tree, rule, depth_limit, tie_keys, graph, state.marks,
+                             sim, walks.path_nodes[k], walks.path_actions[k])
+        parent, action = walk.leaf_edge()
+        # An ILLEGAL last edge: every edge the rule could pick was illegal or
+        # claimed by an earlier walk of this step. The walk does nothing.
+        invalid = walk.expand & (state.tree.children_index[rows, parent, action] == ILLEGAL)
+        num_edges = jnp.where(invalid, 0, walk.num_edges)
+        expand = walk.expand & ~invalid
+        tree, saved = vl_lib.apply(state.tree, virtual_loss, walk.path_nodes,
+                                   walk.path_actions, num_edges, expand, walks.saved_values[k])
+        tree = vl_lib.set_claims(tree, parent, action, expand, vl_lib.CLAIMED)
+        walks = _MultiWalks(
+            path_nodes=walks.path_nodes.at[k].set(walk.path_nodes),
+            path_actions=walks.path_actions.at[k].set(walk.path_actions),
+            num_edges=walks.num_edges.at[k].set(num_edges),
+            expand=walks.expand.at[k].set(expand),
+            saved_values=walks.saved_values.at[k].set(saved))
+        return _StepState(tree, marks, walks)
+
+    def undo_one(i, tree: Tree, walks: _MultiWalks) -> Tree:
+        k = k_total - 1 - i
+        walk = walks.walk(k)
+        parent, action = walk.leaf_edge()
+        tree = vl_lib.set_claims(tree, parent, action, walk.expand, vl_lib.RELEASED)
+        return vl_lib.undo(tree, virtual_loss, walk.path_nodes, walk.path_actions,
+                           walk.num_edges, walk.expand, walks.saved_values[k])
+
+    def store_one(k, tree: Tree, walks: _MultiWalks, leaves: NodeData) -> Tree:
+        walk = walks.walk(k)
+        leaf = jax.tree.map(lambda x: x[:, k], leaves)
+        if graph is None:
+            tree, leaf_return = expand_tree(tree, walk, leaf)
+            return backup(tree, walk, leaf_return)
+        parent, action = walk.leaf_edge()
+        tree = graph_lib.add_leaves(tree, graph, parent, action, walk.expand, leaf)
+        return backup_graph(tree, walk)
+
+    def step_fn(step, state: _StepState) -> _StepState:
+        state = jax.lax.fori_loop(0, k_total, functools.partial(walk_one, step), state)
+        walks = state.walks
+        tree = jax.lax.fori_loop(0, k_total,
+                                 lambda i, t: undo_one(i, t, walks), state.tree)
+        # [K, B] leaf edges -> one [B * K] network call (row b * K + k).
+        parents = jnp.take_along_axis(walks.path_nodes,
+                                      jnp.maximum(walks.num_edges - 1, 0)[..., None],
+                                      axis=-1)[..., 0].T
+        actions = jnp.take_along_axis(walks.path_actions,
+                                      jnp.maximum(walks.num_edges - 1, 0)[..., None],
+                                      axis=-1)[..., 0].T
+        embedding = jax.tree.map(
+            lambda x: x[rows[:, None], parents].reshape((-1,) + x.shape[2:]), tree.embeddings)
+        key = jax.random.fold_in(shared_key, step)
+        flat = evaluate_edges(params, key, embedding, actions.reshape(-1), recurrent_fn,
+                              flat_like, graph, tree.num_actions)
+        leaves = jax.tree.map(lambda x: x.reshape((batch_size, k_total) + x.shape[1:]), flat)
+        tree = jax.lax.fori_loop(0, k_total, lambda k, t: store_one(k, t, walks, leaves), tree)
+        return _StepState(tree, state.marks, walks)
+
+    marks = None if graph is None else jnp.full(tree.node_visits.shape, -1, jnp.int32)
+    path_len = depth_limit + 1
+    init = _StepState(tree=tree, marks=marks, walks=_MultiWalks(
+        path_nodes=jnp.full((k_total, batch_size, path_len), Tree.ROOT_INDEX, jnp.int32),
+        path_actions=jnp.zeros((k_total, batch_size, depth_limit), jnp.int32),
+        num_edges=jnp.zeros((k_total, batch_size), jnp.int32),
+        expand=jnp.zeros((k_total, batch_size), jnp.bool_),
+        saved_values=jnp.zeros((k_total, batch_size, path_len), jnp.float32)))
+    return jax.lax.fori_loop(0, num_steps, step_fn, init).tree
 
 
 def restrict_root(tree: Tree, invalid_actions: chex.Array | None,
@@ -363,9 +554,19 @@ def evaluate_leaves(params: Any, rng_key: chex.PRNGKey, tree: Tree, parent: chex
     returns the new nodes' data, sanitised: non-finite rewards, discounts and
     values read as 0, priors from :func:`jaxpuct.numerics.prior_and_legal`, and
     a state with no legal action is terminal."""
-    batch_size, num_actions = tree.batch_size, tree.num_actions
-    rows = jnp.arange(batch_size)
+    rows = jnp.arange(tree.batch_size)
     embedding = jax.tree.map(lambda x: x[rows, parent], tree.embeddings)
+    return evaluate_edges(params, rng_key, embedding, action, recurrent_fn, embedding_like,
+                          graph, tree.num_actions)
+
+
+def evaluate_edges(params: Any, rng_key: chex.PRNGKey, embedding: Any, action: chex.Array,
+                   recurrent_fn: RecurrentFn, embedding_like: Any,
+                   graph: GraphConfig | None, num_actions: int) -> NodeData:
+    """One ``recurrent_fn`` call on ``M`` edges: parent ``embedding [M, ...]`` and
+    ``action [M]`` (``embedding_like``: ``[M, ...]`` shapes to check against).
+    Returns the sanitised ``NodeData`` ``[M]`` (see :func:`evaluate_leaves`)."""
+    batch_size = action.shape[0]
     output, new_embedding = validation.unpack_recurrent_result(
         recurrent_fn(params, rng_key, action, embedding))
     validation.check_recurrent_output(output, new_embedding, batch_size, num_actions,
@@ -442,15 +643,20 @@ def backup(tree: Tree, walk: Walk, leaf_return: chex.Array) -> Tree:
         visits = state.node_visits.at[rows, node].set(count_int + on_path.astype(jnp.int32))
         values = state.node_values.at[rows, node].set(jnp.where(on_path, new_value, value))
         edge_visits = state.edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
+        sq_values = state.node_sq_values
+        if sq_values is not None:
+            sq = sq_values[rows, node]
+            new_sq = (sq * count + ret * ret) / (count + 1.0)
+            sq_values = sq_values.at[rows, node].set(jnp.where(on_path, new_sq, sq))
         parent_ret = tree.node_rewards[rows, node] + tree.node_discounts[rows, node] * ret
         return _BackupState(depth - 1, jnp.where(on_path, parent_ret, ret), visits, values,
-                            edge_visits)
+                            edge_visits, sq_values)
 
     init = _BackupState(jnp.max(walk.num_edges) - 1, leaf_return, tree.node_visits,
-                        tree.node_values, tree.edge_visits)
+                        tree.node_values, tree.edge_visits, tree.node_sq_values)
     final = jax.lax.while_loop(cond, body, init)
     return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
-                        edge_visits=final.edge_visits)
+                        edge_visits=final.edge_visits, node_sq_values=final.node_sq_values)
 
 
 def backup_graph(tree: Tree, walk: Walk) -> Tree:
@@ -467,12 +673,13 @@ def backup_graph(tree: Tree, walk: Walk) -> Tree:
         node = walk.path_nodes[:, state.depth]
         action = walk.path_actions[:, state.depth]
         edge_visits = state.edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
-        visits, values = graph_lib.recompute_nodes(tree, node, on_path, state.node_visits,
-                                                   state.node_values, edge_visits)
-        return _GraphBackupState(state.depth - 1, visits, values, edge_visits)
+        visits, values, sq_values = graph_lib.recompute_nodes(
+            tree, node, on_path, state.node_visits, state.node_values, edge_visits,
+            state.node_sq_values)
+        return _GraphBackupState(state.depth - 1, visits, values, edge_visits, sq_values)
 
     init = _GraphBackupState(jnp.max(walk.num_edges) - 1, tree.node_visits, tree.node_values,
-                             tree.edge_visits)
+                             tree.edge_visits, tree.node_sq_values)
     final = jax.lax.while_loop(cond, body, init)
     return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
-                        edge_visits=final.edge_visits)
+                        edge_visits=final.edge_visits, node_sq_values=final.node_sq_values)

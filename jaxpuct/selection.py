@@ -37,6 +37,18 @@ Q normalisation (``q_normalization``): ``"none"`` (values assumed in [-1, 1]) or
 ``"minmax"``: ``(Q - lo) / max(hi - lo, 1e-8)`` with ``lo``/``hi`` the min/max
 of ``Q(s)`` and the visited ``Q(s, b)`` (mctx's default).
 
+Variance-scaled exploration (``utility_stdev_scale > 0``; KataGo, "KataGo
+methods", dynamic variance-scaled cPUCT): ``c(s)`` is multiplied by
+``F = 1 + scale * (σ(s) / σ_prior - 1)`` where ``σ(s)`` is the standard
+deviation of the returns backed up through ``s``, shrunk towards ``σ_prior``
+with weight ``w`` (KataGo: scale 0.85, prior 0.40, weight 2)::
+
+    σ(s)**2 = ((Q**2 + σ_prior**2) * w + E[X**2] * W) / (w + W - 1) - Q**2
+
+with ``W = N(s)`` and ``E[X**2]`` the node's second moment
+(``Tree.node_sq_values``, stored when such a rule is used). ``F = 1`` while
+``W <= 1`` (nothing seen beyond the node's own evaluation).
+
 ``PUCTConfig.mctx_muzero()`` reproduces the selection of
 ``mctx.muzero_policy`` exactly: log schedule with ``c_init=1.25``,
 ``c_base=19652``, ``N(s)`` = the node's own count, unvisited Q = min, min-max
@@ -89,6 +101,14 @@ class PUCTConfig:
     unvisited_value: float = -1.0
     q_normalization: QNormalization = "none"
     tie_noise: float = 0.0
+    utility_stdev_scale: float = 0.0
+    utility_stdev_prior: float = 0.40
+    utility_stdev_prior_weight: float = 2.0
+
+    @property
+    def needs_second_moment(self) -> bool:
+        """Whether the rule reads ``Tree.node_sq_values``."""
+        return self.utility_stdev_scale > 0
 
     def __post_init__(self):
         for name, kind in (("form", Form), ("parent_visits", ParentVisits),
@@ -102,6 +122,12 @@ class PUCTConfig:
             raise ValueError(f"PUCTConfig.exponent must be > 0, got {self.exponent}.")
         if not self.log_offset >= 0:
             raise ValueError(f"PUCTConfig.log_offset must be >= 0, got {self.log_offset}.")
+        for name in ("utility_stdev_scale", "utility_stdev_prior_weight"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"PUCTConfig.{name} must be >= 0, got {getattr(self, name)}.")
+        if not self.utility_stdev_prior > 0:
+            raise ValueError("PUCTConfig.utility_stdev_prior must be > 0, got "
+                             f"{self.utility_stdev_prior}.")
         if not self.tie_noise >= 0:
             raise ValueError(f"PUCTConfig.tie_noise must be >= 0, got {self.tie_noise}.")
         if not (self.fpu_reduction >= 0 and self.fpu_reduction_root >= 0):
@@ -128,6 +154,24 @@ def exploration_weight(config: PUCTConfig, parent_count: chex.Array) -> chex.Arr
     return config.c_init + jnp.log((parent_count + config.c_base + 1.0) / config.c_base)
 
 
+def utility_stdev_factor(config: PUCTConfig, value: chex.Array, sq_value: chex.Array,
+                         weight: chex.Array) -> chex.Array:
+    """KataGo's exploration factor ``F`` (see the module docstring) ``[B]`` from a
+    node's mean return ``value [B]``, mean squared return ``sq_value [B]`` and
+    visit count ``weight [B]``."""
+    weight = jnp.asarray(weight, jnp.float32)
+    prior = config.utility_stdev_prior
+    prior_weight = config.utility_stdev_prior_weight
+    value_sq = value * value
+    # Rounding can put E[X**2] a hair below Q**2; clamp as KataGo does.
+    sq_value = jnp.maximum(sq_value, value_sq)
+    denominator = jnp.maximum(prior_weight + weight - 1.0, 1e-8)
+    variance = ((value_sq + prior * prior) * prior_weight + sq_value * weight) / denominator
+    stdev = jnp.sqrt(jnp.maximum(variance - value_sq, 0.0))
+    stdev = jnp.where(weight <= 1.0, prior, stdev)
+    return 1.0 + config.utility_stdev_scale * (stdev / prior - 1.0)
+
+
 def puct_scores(
     config: PUCTConfig,
     prior: chex.Array,
@@ -139,6 +183,7 @@ def puct_scores(
     node_visits: chex.Array,
     is_root: chex.Array,
     uniform: chex.Array | None = None,
+    explore_factor: chex.Array | None = None,
 ) -> chex.Array:
     """Selection scores of every action at one node of each tree.
 
@@ -154,6 +199,8 @@ def puct_scores(
       is_root: scalar or ``[B]`` bool: use the root's FPU reduction.
       uniform: ``[B, A]`` uniform draws in [0, 1), scaled by ``tie_noise`` and
         added to the scores (needed only when ``tie_noise > 0``).
+      explore_factor: optional ``[B]`` multiplier of ``c(s)`` (see
+        :func:`utility_stdev_factor`).
 
     Returns:
       ``[B, A]`` float32 scores, ``-inf`` at illegal actions.
@@ -165,7 +212,10 @@ def puct_scores(
     else:
         parent_count = node_visits.astype(jnp.float32)
         count_for_u = parent_count
-    c = exploration_weight(config, parent_count)[:, None]
+    c = exploration_weight(config, parent_count)
+    if explore_factor is not None:
+        c = c * explore_factor
+    c = c[:, None]
 
     if config.form == "puct":
         if config.exponent == 0.5:
@@ -257,6 +307,15 @@ def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: bool,
     if config.tie_noise > 0:
         # Each tree draws from its own key, so batch elements stay independent.
         uniform = jax.vmap(lambda k: jax.random.uniform(k, (tree.num_actions,)))(rng_keys)
+    explore_factor = None
+    if config.needs_second_moment:
+        if tree.node_sq_values is None:
+            raise ValueError("PUCTConfig.utility_stdev_scale > 0 needs the tree's second "
+                             "moment: expected tree.node_sq_values, got None (build the tree "
+                             "through jaxpuct.search / alphazero_policy).")
+        explore_factor = utility_stdev_factor(
+            config, gather_rows(tree.node_values, node), gather_rows(tree.node_sq_values, node),
+            gather_rows(tree.node_visits, node))
     return puct_scores(
         config,
         prior=prior,
@@ -268,6 +327,7 @@ def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: bool,
         node_visits=gather_rows(tree.node_visits, node),
         is_root=jnp.asarray(is_root),
         uniform=uniform,
+        explore_factor=explore_factor,
     )
 
 

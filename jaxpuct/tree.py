@@ -63,6 +63,10 @@ class Tree:
         a child can be reached through edges with different rewards.
       edge_discounts: ``[B, N, A]`` float32 discount per edge, or ``None``
         (stored with ``edge_rewards``).
+      node_sq_values: ``[B, N]`` float32 mean of the *squared* returns backed
+        up through each node (the second moment next to ``node_values``), or
+        ``None``. Stored only when something needs the variance of a node's
+        returns (LCB move selection, variance-scaled cPUCT); 4 bytes per node.
     """
 
     node_visits: chex.Array
@@ -81,6 +85,7 @@ class Tree:
     hash_table: chex.Array | None = None
     edge_rewards: chex.Array | None = None
     edge_discounts: chex.Array | None = None
+    node_sq_values: chex.Array | None = None
 
     ROOT_INDEX: ClassVar[int] = 0
 
@@ -128,7 +133,7 @@ class Tree:
         for name in ("node_visits", "raw_values", "node_values", "node_rewards",
                      "node_discounts", "node_terminal", "children_index",
                      "children_prior", "edge_visits", "node_hash", "edge_rewards",
-                     "edge_discounts"):
+                     "edge_discounts", "node_sq_values"):
             array = getattr(self, name)
             if array is not None:
                 out[name] = array[0, 0].size * array.dtype.itemsize
@@ -192,7 +197,20 @@ def write_nodes(tree: Tree, slot: chex.Array, node: NodeData) -> Tree:
     )
     if tree.is_graph:
         tree = tree.replace(node_hash=put(tree.node_hash, node.state_hash))
+    if tree.node_sq_values is not None:
+        tree = tree.replace(node_sq_values=put(tree.node_sq_values, node.value * node.value))
     return tree
+
+
+def with_second_moment(tree: Tree) -> Tree:
+    """``tree`` with ``node_sq_values [B, N]`` (unchanged if it has them).
+
+    Added to a searched tree, the second moment starts at ``Q(n)**2``: the
+    variance of the returns seen so far reads as 0 until new returns arrive.
+    """
+    if tree.node_sq_values is not None:
+        return tree
+    return tree.replace(node_sq_values=tree.node_values * tree.node_values)
 
 
 def store_nodes(tree: Tree, parent: chex.Array, action: chex.Array, store: chex.Array,

@@ -1,0 +1,200 @@
+"""Virtual loss: several walks per tree in one search step.
+
+With ``leaves_per_step = K`` a search step walks ``K`` paths in every tree
+before it calls the network once on all ``B * K`` leaves. To keep the ``K``
+walks apart, each walk leaves a *pending* mark on the path it took that the
+next walks of the same step see (the standard trick of parallel MCTS):
+
+* ``"loss"`` mode (AlphaGo, Silver et al. 2016, with ``n_vl = 3``): every edge
+  on the path counts ``n_vl`` more visits, each returning ``value`` (a loss,
+  -1, by default) for the player who chose the edge::
+
+      Q_eff(s, a) = (N(s, a) Q(s, a) + n_vl * pend * value) / (N(s, a) + n_vl * pend)
+
+* ``"visit"`` mode (WU-UCT, Liu et al., ICLR 2020): only the visit counts grow
+  by ``n_vl * pend``; the values are left alone, so only the exploration term
+  sees the pending walks.
+
+The marks are *temporary changes of the tree itself*: ``edge_visits`` of each
+walked edge, ``node_visits`` of each node a walk leaves from, and (``"loss"``)
+the ``node_values`` of each child, chosen so that ``r + discount * Q(child)``
+reads as ``Q_eff``. Every ``SelectionRule`` therefore sees them without knowing
+about them. Applying and undoing cost O(depth) scatters per walk (never a copy
+of the tree); the undo restores the exact bits (counts are integers and the
+child values are restored from the path record, in reverse order).
+
+An unexpanded edge that a walk of the step has claimed is marked ``ILLEGAL``
+for the rest of the step (every rule gives illegal edges ``-inf``), so no two
+walks evaluate the same edge. A walk that finds no selectable edge (it picked
+an ``ILLEGAL`` one) is invalid: it changes nothing and its slot of the network
+call is wasted. The claims are undone with the marks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal, NamedTuple, get_args
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxpuct import validation
+from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
+
+Mode = Literal["loss", "visit"]
+
+
+@dataclasses.dataclass(frozen=True)
+class VirtualLoss:
+    """How pending walks of one search step mark the tree (static; hashable).
+
+    Attributes:
+      mode: ``"loss"`` (pending visits return ``value``; AlphaGo) or
+        ``"visit"`` (pending visits count only in the exploration term; WU-UCT).
+      size: ``n_vl``, visits added per pending walk (AlphaGo: 3).
+      value: the return of a pending visit, seen by the player choosing the
+        edge (``"loss"`` mode only; -1 is a loss for values in [-1, 1]).
+    """
+
+    mode: Mode = "loss"
+    size: int = 3
+    value: float = -1.0
+
+    def __post_init__(self):
+        validation.check_choice("VirtualLoss.mode", self.mode, get_args(Mode))
+        validation.check_int("VirtualLoss.size", self.size, 0)
+        if not math.isfinite(self.value):
+            raise ValueError(f"VirtualLoss.value must be finite, got {self.value}.")
+
+
+class _Marks(NamedTuple):
+    """The arrays virtual loss changes, carried through its depth loop."""
+
+    depth: chex.Array  # scalar int32
+    node_visits: chex.Array  # [B, N]
+    node_values: chex.Array  # [B, N]
+    edge_visits: chex.Array  # [B, N, A]
+    saved_values: chex.Array  # [B, D + 1] child values before the change
+
+
+def _edge_reward_discount(tree: Tree, node: chex.Array, action: chex.Array,
+                          child: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """``(reward [B], discount [B])`` of edge ``(node, action)`` leading to ``child``."""
+    rows = jnp.arange(tree.batch_size)
+    if tree.edge_rewards is not None:
+        return (tree.edge_rewards[rows, node, action],
+                tree.edge_discounts[rows, node, action])
+    return tree.node_rewards[rows, child], tree.node_discounts[rows, child]
+
+
+def _path_child(path_nodes: chex.Array, depth: chex.Array, on_path: chex.Array,
+                num_edges: chex.Array, expand: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """``(child [B], has_child [B])`` of the edge at ``depth`` of each walk, read from
+    the path record (not from ``children_index``, which the step changes: reading
+    it inside these loops would make XLA copy it). The last edge of an expanding
+    walk has no child."""
+    has_child = on_path & ((depth < num_edges - 1) | ~expand)
+    return path_nodes[:, depth + 1], has_child
+
+
+def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: chex.Array,
+          num_edges: chex.Array, expand: chex.Array, saved_values: chex.Array
+          ) -> tuple[Tree, chex.Array]:
+    """Marks one walk per tree as pending.
+
+    Args:
+      tree: the tree (with the marks of earlier walks of the step).
+      config: the virtual loss.
+      path_nodes: ``[B, D + 1]`` the walk's nodes (column 0 the root).
+      path_actions: ``[B, D]`` its actions.
+      num_edges: ``[B]`` edges walked (0: nothing to mark).
+      expand: ``[B]`` the last edge has no child yet.
+      saved_values: ``[B, D + 1]`` buffer for the child values this overwrites
+        (``"loss"`` mode), indexed by the child's position on the path.
+
+    Returns:
+      ``(tree, saved_values)``; pass both to :func:`undo`.
+    """
+    rows = jnp.arange(tree.batch_size)
+    n_vl = jnp.int32(config.size)
+
+    def body(state: _Marks) -> _Marks:
+        depth = state.depth
+        on_path = depth < num_edges
+        node = path_nodes[:, depth]
+        action = path_actions[:, depth]
+        add = jnp.where(on_path, n_vl, 0)
+        count = state.edge_visits[rows, node, action]
+        edge_visits = state.edge_visits.at[rows, node, action].set(count + add)
+        node_visits = state.node_visits.at[rows, node].add(add)
+        values, saved = state.node_values, state.saved_values
+        if config.mode == "loss":
+            safe, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
+            reward, discount = _edge_reward_discount(tree, node, action, safe)
+            old = values[rows, safe]
+            n = count.astype(jnp.float32)
+            pending = jnp.float32(config.size)
+            q = reward + discount * old
+            q_eff = (n * q + pending * config.value) / jnp.maximum(n + pending, 1.0)
+            # The edge's Q is read through its child: store the child value that
+            # makes ``r + discount * Q(child)`` equal ``q_eff``.
+            new = jnp.where(discount != 0, (q_eff - reward) / jnp.where(discount != 0,
+                                                                        discount, 1.0), old)
+            saved = saved.at[:, depth + 1].set(old)
+            values = values.at[rows, jnp.where(has_child, safe, tree.max_nodes)].set(
+                new, mode="drop")
+        return _Marks(depth + 1, node_visits, values, edge_visits, saved)
+
+    init = _Marks(jnp.int32(0), tree.node_visits, tree.node_values, tree.edge_visits,
+                  saved_values)
+    final = jax.lax.while_loop(lambda s: s.depth < jnp.max(num_edges), body, init)
+    return (tree.replace(node_visits=final.node_visits, node_values=final.node_values,
+                         edge_visits=final.edge_visits), final.saved_values)
+
+
+def undo(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: chex.Array,
+         num_edges: chex.Array, expand: chex.Array, saved_values: chex.Array) -> Tree:
+    """Removes the marks :func:`apply` made for the same walk (call in the reverse
+    order of the applies; arguments as there)."""
+    rows = jnp.arange(tree.batch_size)
+    n_vl = jnp.int32(config.size)
+
+    def body(state: _Marks) -> _Marks:
+        depth = state.depth
+        on_path = depth < num_edges
+        node = path_nodes[:, depth]
+        action = path_actions[:, depth]
+        sub = jnp.where(on_path, n_vl, 0)
+        count = state.edge_visits[rows, node, action]
+        edge_visits = state.edge_visits.at[rows, node, action].set(count - sub)
+        node_visits = state.node_visits.at[rows, node].add(-sub)
+        values = state.node_values
+        if config.mode == "loss":
+            child, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
+            values = values.at[rows, jnp.where(has_child, child, tree.max_nodes)].set(
+                saved_values[:, depth + 1], mode="drop")
+        return _Marks(depth - 1, node_visits, values, edge_visits, state.saved_values)
+
+    # Deepest edge first: a graph walk stopped by a cycle may list a node twice,
+    # and its restores must run in the reverse order of the overwrites.
+    init = _Marks(jnp.max(num_edges) - 1, tree.node_visits, tree.node_values,
+                  tree.edge_visits, saved_values)
+    final = jax.lax.while_loop(lambda s: s.depth >= 0, body, init)
+    return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
+                        edge_visits=final.edge_visits)
+
+
+def set_claims(tree: Tree, parent: chex.Array, action: chex.Array, claimed: chex.Array,
+               code: int) -> Tree:
+    """Sets edge ``(parent [B], action [B])`` to ``code`` where ``claimed [B]``:
+    ``ILLEGAL`` to claim an unexpanded edge, ``UNEXPANDED`` to release it."""
+    rows = jnp.arange(tree.batch_size)
+    parent = jnp.where(claimed, parent, tree.max_nodes)
+    return tree.replace(children_index=tree.children_index.at[rows, parent, action].set(
+        code, mode="drop"))
+
+
+CLAIMED = ILLEGAL
+RELEASED = UNEXPANDED
