@@ -6,6 +6,7 @@ whole batch. The interface follows ``mctx`` (DeepMind), so an mctx
 ``recurrent_fn`` runs unchanged.
 """
 
+from jaxpuct.final_move import lcb_action, prune_policy_target
 from jaxpuct.graph import GraphConfig, rebuild_hash_table
 from jaxpuct.gumbel import CompletedQConfig, gumbel_policy
 from jaxpuct.numerics import masked_softmax
@@ -51,8 +52,10 @@ __all__ = [
     "dirichlet_noise",
     "gumbel_policy",
     "init_tree",
+    "lcb_action",
     "masked_softmax",
     "node_scores",
+    "prune_policy_target",
     "puct_rule",
     "puct_scores",
     "rebuild_hash_table",
