@@ -89,6 +89,16 @@ def _edge_reward_discount(tree: Tree, node: chex.Array, action: chex.Array,
     return tree.node_rewards[rows, child], tree.node_discounts[rows, child]
 
 
+def _shift_visits(state: _Marks, node: chex.Array, action: chex.Array, count: chex.Array,
+                  delta: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """``(node_visits, edge_visits)`` with ``delta [B]`` added to ``node [B]`` and to its
+    edge ``action [B]`` (whose gathered count is ``count [B]``: a set of the gathered
+    value, not a scatter-add, lets XLA update the carried array in place)."""
+    rows = jnp.arange(node.shape[0])
+    return (state.node_visits.at[rows, node].add(delta),
+            state.edge_visits.at[rows, node, action].set(count + delta))
+
+
 def _path_child(path_nodes: chex.Array, depth: chex.Array, on_path: chex.Array,
                 num_edges: chex.Array, expand: chex.Array) -> tuple[chex.Array, chex.Array]:
     """``(child [B], has_child [B])`` of the edge at ``depth`` of each walk, read from
@@ -125,10 +135,9 @@ def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions:
         on_path = depth < num_edges
         node = path_nodes[:, depth]
         action = path_actions[:, depth]
-        add = jnp.where(on_path, n_vl, 0)
         count = state.edge_visits[rows, node, action]
-        edge_visits = state.edge_visits.at[rows, node, action].set(count + add)
-        node_visits = state.node_visits.at[rows, node].add(add)
+        node_visits, edge_visits = _shift_visits(state, node, action, count,
+                                                 jnp.where(on_path, n_vl, 0))
         values, saved = state.node_values, state.saved_values
         if config.mode == "loss":
             safe, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
@@ -166,10 +175,9 @@ def undo(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: 
         on_path = depth < num_edges
         node = path_nodes[:, depth]
         action = path_actions[:, depth]
-        sub = jnp.where(on_path, n_vl, 0)
         count = state.edge_visits[rows, node, action]
-        edge_visits = state.edge_visits.at[rows, node, action].set(count - sub)
-        node_visits = state.node_visits.at[rows, node].add(-sub)
+        node_visits, edge_visits = _shift_visits(state, node, action, count,
+                                                 -jnp.where(on_path, n_vl, 0))
         values = state.node_values
         if config.mode == "loss":
             child, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
