@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test,examples,bench]"
+	$(PY) -m pip install -q -e ".[test,examples,bench,openspiel]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
