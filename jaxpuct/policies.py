@@ -12,6 +12,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import solver as solver_lib
 from jaxpuct import validation
 from jaxpuct.final_move import lcb_action
 from jaxpuct.graph import GraphConfig
@@ -25,6 +26,7 @@ from jaxpuct.search import (
     run_search,
 )
 from jaxpuct.selection import PUCTConfig, SelectionRule
+from jaxpuct.solver import SolverConfig
 from jaxpuct.tree import ILLEGAL, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFn
 from jaxpuct.virtual_loss import VirtualLoss
@@ -129,6 +131,7 @@ def alphazero_policy(
     leaves_per_step: int = 1,
     virtual_loss: VirtualLoss | None = None,
     final_move: str = "visits",
+    solver: bool | SolverConfig = False,
 ) -> PolicyOutput[Tree]:
     """Runs PUCT search and returns the move and the search policy.
 
@@ -169,12 +172,21 @@ def alphazero_policy(
         bound, 5 standard deviations, moves with >= 15% of the top visits),
         whatever the temperature; ``action_weights`` stay the visit target. The
         tree then stores ``node_sq_values``.
+      solver: ``True`` or a ``SolverConfig``: run the MCTS-solver (see
+        :mod:`jaxpuct.solver` and :func:`jaxpuct.search`). Then the visits of
+        dominated proven root moves (proven losses, moves below the best proven
+        one) are left out of ``action_weights`` (unless nothing would be left),
+        and where the root is proven, or ``temperature == 0`` (with the plain
+        visit target and ``final_move="visits"``), the move is
+        :func:`jaxpuct.solver.solver_action` (OpenSpiel's key: the best proven
+        value, 0 for unproven moves; the shortest win or longest loss; visits).
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
       with no legal action gets ``action = -1`` and all-zero weights.
     """
-    rule = check_selection(selection)
+    solver = solver_lib.solver_config(solver)
+    rule = check_selection(selection, solver)
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
     check_leaves_per_step(num_simulations, leaves_per_step, virtual_loss)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
@@ -201,17 +213,24 @@ def alphazero_policy(
     tree, embedding_like = prepare_tree(
         root, num_simulations, max_nodes, invalid_actions, noised, tree, graph,
         root_prior_legal=(prior, legal),
-        second_moment=final_move == "lcb" or needs_second_moment(selection))
+        second_moment=final_move == "lcb" or needs_second_moment(selection), solver=solver)
     search_tree = run_search(params, shared_key, element_keys, tree, recurrent_fn,
                              num_simulations, rule, max_depth, graph, embedding_like,
-                             leaves_per_step, virtual_loss)
+                             leaves_per_step, virtual_loss, solver=solver)
 
     summary = search_tree.summary()
-    counts = (value_weighted_policy(summary.visit_counts, summary.qvalues) if value_weighted
-              else summary.visit_counts)
+    visits = (summary.visit_counts if solver is None
+              else solver_lib.pruned_root_visits(search_tree, solver))
+    counts = value_weighted_policy(visits, summary.qvalues) if value_weighted else visits
     action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
     action = (lcb_action(search_tree) if final_move == "lcb"
               else sample_action(sample_keys, action_weights))
+    if solver is not None:
+        greedy = jnp.broadcast_to(jnp.asarray(temperature) <= 0, action.shape)
+        plain_greedy = final_move == "visits" and not value_weighted
+        use_proof = solver_lib.root_proven(search_tree) | (greedy & plain_greedy)
+        action = jnp.where(use_proof & jnp.any(legal, axis=-1),
+                           solver_lib.solver_action(search_tree), action)
     return PolicyOutput(action=action, action_weights=action_weights, search_tree=search_tree)
 
 

@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import graph as graph_lib
+from jaxpuct import solver as solver_lib
 from jaxpuct import validation
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import batch_where
@@ -167,6 +168,8 @@ def subtree_or_init(
     fresh = new_tree(root, tree.max_nodes, root_prior, invalid_actions, None)
     if tree.node_sq_values is not None:
         fresh = with_second_moment(fresh)
+    if tree.proof_plies is not None:
+        fresh = solver_lib.with_proofs(fresh)
     if tree.is_graph:
         # The graph fields of a fresh root, shaped like the reused tree's (the
         # transposition table is rebuilt below for every element).
@@ -367,6 +370,9 @@ def _compact(tree: Tree, new_root: chex.Array, keep: chex.Array, reused: chex.Ar
                         else move(tree.edge_discounts, 0.0)),
         node_sq_values=(None if tree.node_sq_values is None
                         else move(tree.node_sq_values, 0.0)),
+        # Proofs stay valid in a subtree; the placeholder root is terminal.
+        proof_plies=(None if tree.proof_plies is None else jnp.where(
+            placeholder, 0, move(tree.proof_plies, solver_lib.UNPROVEN))),
     )
     return new.replace(root_prior=new.children_prior[:, 0])
 

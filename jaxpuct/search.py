@@ -30,12 +30,14 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import graph as graph_lib
+from jaxpuct import solver as solver_lib
 from jaxpuct import validation
 from jaxpuct import virtual_loss as vl_lib
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import finite_or_zero, prior_and_legal
 from jaxpuct.roots import build_tree, check_init_args, root_prior_and_legal
 from jaxpuct.selection import PUCTConfig, SelectionRule, puct_rule
+from jaxpuct.solver import SolverConfig
 from jaxpuct.tree import ILLEGAL, NodeData, Tree, store_nodes, with_second_moment
 from jaxpuct.types import RecurrentFn
 from jaxpuct.virtual_loss import VirtualLoss
@@ -124,6 +126,7 @@ def search(
     leaves_per_step: int = 1,
     virtual_loss: VirtualLoss | None = None,
     second_moment: bool = False,
+    solver: bool | SolverConfig = False,
 ) -> Tree:
     """Runs ``num_simulations`` simulations on every tree of a batch.
 
@@ -171,20 +174,29 @@ def search(
       second_moment: also store ``Tree.node_sq_values`` (the mean squared
         return of each node, for :func:`jaxpuct.final_move.lcb_action`); always
         stored when ``selection`` needs it (``utility_stdev_scale > 0``).
+      solver: ``True`` or a ``SolverConfig`` to run the MCTS-solver (see
+        :mod:`jaxpuct.solver`): the tree stores ``proof_plies``, proven nodes hold
+        their exact value, walks stop at proven nodes, a ``PUCTConfig`` rule never
+        enters a dominated proven edge, and a tree whose root is proven is not
+        searched further (the loop ends when all are). A ``SelectionRule`` is
+        used as given (it sees exact values on proven edges). ``False`` (default)
+        compiles to the search without a solver.
 
     Returns:
       The ``Tree``. A root with no legal action (or a terminal root) is never
       searched: its statistics stay as they were.
     """
-    rule = check_selection(selection)
+    solver = solver_lib.solver_config(solver)
+    rule = check_selection(selection, solver)
     check_leaves_per_step(num_simulations, leaves_per_step, virtual_loss)
     tree, embedding_like = prepare_tree(root, num_simulations, max_nodes, invalid_actions,
                                         root_prior, tree, graph,
                                         second_moment=second_moment or needs_second_moment(
-                                            selection))
+                                            selection), solver=solver)
     shared_key, element_keys = validation.split_keys(rng_key, tree.batch_size)
     return run_search(params, shared_key, element_keys, tree, recurrent_fn, num_simulations,
-                      rule, max_depth, graph, embedding_like, leaves_per_step, virtual_loss)
+                      rule, max_depth, graph, embedding_like, leaves_per_step, virtual_loss,
+                      solver=solver)
 
 
 def needs_second_moment(selection: Any) -> bool:
@@ -206,9 +218,12 @@ def check_leaves_per_step(num_simulations: int, leaves_per_step: int,
             f"{leaves_per_step} == {num_simulations % leaves_per_step}.")
 
 
-def check_selection(selection: Any) -> SelectionRule:
-    """``selection`` as a ``SelectionRule`` (a ``PUCTConfig`` becomes its PUCT rule)."""
+def check_selection(selection: Any, solver: SolverConfig | None = None) -> SelectionRule:
+    """``selection`` as a ``SelectionRule`` (a ``PUCTConfig`` becomes its PUCT rule,
+    with ``solver``: :func:`jaxpuct.solver.solver_rule`)."""
     if isinstance(selection, PUCTConfig):
+        if solver is not None:
+            return solver_lib.solver_rule(selection, solver)
         return puct_rule(selection)
     if isinstance(selection, SelectionRule):
         return selection
@@ -226,6 +241,7 @@ def prepare_tree(
     graph: GraphConfig | None,
     root_prior_legal: tuple[chex.Array, chex.Array] | None = None,
     second_moment: bool = False,
+    solver: SolverConfig | None = None,
 ) -> tuple[Tree, Any]:
     """Checks the search's arguments once and returns the tree to search and an
     embedding ``[B, ...]`` shaped like ``recurrent_fn``'s (to check it against).
@@ -234,11 +250,18 @@ def prepare_tree(
     legal)`` when the caller computed them already); a given ``tree`` gets
     ``invalid_actions`` and ``root_prior`` applied to its root.
     ``second_moment``: store ``Tree.node_sq_values`` (see
-    :func:`jaxpuct.tree.with_second_moment`).
+    :func:`jaxpuct.tree.with_second_moment`). ``solver``: store the solver's proofs
+    (a given tree's root is proven again under its new legal edges); without it a
+    given tree's proofs are dropped.
     """
+    continued = tree is not None
     tree, embedding_like = _prepare_tree(root, num_simulations, max_nodes, invalid_actions,
                                          root_prior, tree, graph, root_prior_legal)
-    return (with_second_moment(tree) if second_moment else tree), embedding_like
+    tree = with_second_moment(tree) if second_moment else tree
+    if solver is None:
+        return tree.replace(proof_plies=None), embedding_like
+    tree = solver_lib.with_proofs(tree)
+    return (solver_lib.reprove_root(tree, solver) if continued else tree), embedding_like
 
 
 def _prepare_tree(root, num_simulations, max_nodes, invalid_actions, root_prior, tree, graph,
@@ -288,13 +311,15 @@ def run_search(
     leaves_per_step: int = 1,
     virtual_loss: VirtualLoss | None = None,
     force_multi: bool = False,
+    solver: SolverConfig | None = None,
 ) -> Tree:
     """The simulation loop on checked arguments (see :func:`search`).
 
     ``shared_key`` seeds ``recurrent_fn`` (folded with the simulation index);
     ``element_keys [B]`` seed each tree's own selection noise.
     ``leaves_per_step > 1`` (or ``force_multi``, for tests: the multi-leaf
-    engine with ``K = 1``) runs :func:`run_multi_search`.
+    engine with ``K = 1``) runs :func:`run_multi_search`. ``solver``: back up
+    proofs after each backup (the tree must hold ``proof_plies``).
     """
     depth_limit = tree.max_nodes if max_depth is None else validation.check_int(
         "max_depth", max_depth, 1)
@@ -302,7 +327,8 @@ def run_search(
         return run_multi_search(params, shared_key, element_keys, tree, recurrent_fn,
                                 num_simulations // leaves_per_step, leaves_per_step, rule,
                                 depth_limit, graph, embedding_like,
-                                VirtualLoss() if virtual_loss is None else virtual_loss)
+                                VirtualLoss() if virtual_loss is None else virtual_loss,
+                                solver)
 
     def simulate(sim, state: _SimulationState) -> _SimulationState:
         key = jax.random.fold_in(shared_key, sim)
@@ -318,6 +344,8 @@ def run_search(
         else:
             tree = graph_lib.add_leaves(state.tree, graph, parent, action, walk.expand, leaf)
             tree = backup_graph(tree, walk)
+        if solver is not None:
+            tree = solver_lib.backup_proofs(tree, walk, solver)
         return _SimulationState(tree, marks, walk.path_nodes, walk.path_actions)
 
     # Graph search marks each node it enters with the simulation's number, which
@@ -330,6 +358,8 @@ def run_search(
         tree=tree, marks=marks,
         path_nodes=jnp.full((tree.batch_size, depth_limit + 1), Tree.ROOT_INDEX, jnp.int32),
         path_actions=jnp.zeros((tree.batch_size, depth_limit), jnp.int32))
+    if solver is not None:
+        return solver_lib.loop_until_proven(num_simulations, simulate, init).tree
     return jax.lax.fori_loop(0, num_simulations, simulate, init).tree
 
 
@@ -368,6 +398,7 @@ def run_multi_search(
     graph: GraphConfig | None,
     embedding_like: Any,
     virtual_loss: VirtualLoss,
+    solver: SolverConfig | None = None,
 ) -> Tree:
     """``num_steps`` steps of ``K = leaves_per_step`` walks per tree (see
     :func:`search` and :mod:`jaxpuct.virtual_loss`).
@@ -423,10 +454,15 @@ def run_multi_search(
         leaf = jax.tree.map(lambda x: x[:, k], leaves)
         if graph is None:
             tree, leaf_return = expand_tree(tree, walk, leaf)
-            return backup(tree, walk, leaf_return)
-        parent, action = walk.leaf_edge()
-        tree = graph_lib.add_leaves(tree, graph, parent, action, walk.expand, leaf)
-        return backup_graph(tree, walk)
+            tree = backup(tree, walk, leaf_return)
+        else:
+            parent, action = walk.leaf_edge()
+            tree = graph_lib.add_leaves(tree, graph, parent, action, walk.expand, leaf)
+            tree = backup_graph(tree, walk)
+        if solver is not None:
+            # full: an earlier walk of this step may have proven a node on this path.
+            tree = solver_lib.backup_proofs(tree, walk, solver, full=True)
+        return tree
 
     def step_fn(step, state: _StepState) -> _StepState:
         state = jax.lax.fori_loop(0, k_total, functools.partial(walk_one, step), state)
@@ -457,6 +493,8 @@ def run_multi_search(
         num_edges=jnp.zeros((k_total, batch_size), jnp.int32),
         expand=jnp.zeros((k_total, batch_size), jnp.bool_),
         saved_values=jnp.zeros((k_total, batch_size, path_len), jnp.float32)))
+    if solver is not None:
+        return solver_lib.loop_until_proven(num_steps, step_fn, init).tree
     return jax.lax.fori_loop(0, num_steps, step_fn, init).tree
 
 
@@ -488,6 +526,9 @@ def _advance(tree: Tree, state: _WalkState, action: chex.Array, max_depth: int,
     descend = active & (child >= 0)
     expand = jnp.where(active, child < 0, state.expand)
     stop = (depth + 1 >= max_depth) | tree.node_terminal[rows, safe_child]
+    if tree.proof_plies is not None:
+        # MCTS-solver: a proven node is not entered; its exact value is backed up.
+        stop = stop | (tree.proof_plies[rows, safe_child] >= 0)
     marks = state.marks
     if graph is not None:
         cycle = marks[rows, safe_child] == sim
@@ -525,8 +566,11 @@ def select(tree: Tree, rule: SelectionRule, max_depth: int, rng_keys: chex.Array
     def step_keys(depth):
         return jax.vmap(jax.random.fold_in, (0, None))(rng_keys, depth)
 
+    active = ~tree.node_terminal[:, Tree.ROOT_INDEX]
+    if tree.proof_plies is not None:
+        active = active & (tree.proof_plies[:, Tree.ROOT_INDEX] < 0)  # proven: no-op
     state = _WalkState(
-        depth=jnp.int32(0), node=root, active=~tree.node_terminal[:, Tree.ROOT_INDEX],
+        depth=jnp.int32(0), node=root, active=active,
         path_nodes=path_nodes, path_actions=path_actions,
         num_edges=jnp.zeros((batch_size,), jnp.int32),
         expand=jnp.zeros((batch_size,), jnp.bool_),

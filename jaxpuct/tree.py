@@ -67,6 +67,10 @@ class Tree:
         up through each node (the second moment next to ``node_values``), or
         ``None``. Stored only when something needs the variance of a node's
         returns (LCB move selection, variance-scaled cPUCT); 4 bytes per node.
+      proof_plies: ``[B, N]`` int32 MCTS-solver proofs (``jaxpuct.solver``), or
+        ``None`` when the solver is off: ``-1`` for an unproven node, else the
+        plies of its proof (0 at a terminal node). A proven node's ``node_values``
+        holds its exact value. 4 bytes per node.
     """
 
     node_visits: chex.Array
@@ -86,6 +90,7 @@ class Tree:
     edge_rewards: chex.Array | None = None
     edge_discounts: chex.Array | None = None
     node_sq_values: chex.Array | None = None
+    proof_plies: chex.Array | None = None
 
     ROOT_INDEX: ClassVar[int] = 0
 
@@ -133,7 +138,7 @@ class Tree:
         for name in ("node_visits", "raw_values", "node_values", "node_rewards",
                      "node_discounts", "node_terminal", "children_index",
                      "children_prior", "edge_visits", "node_hash", "edge_rewards",
-                     "edge_discounts", "node_sq_values"):
+                     "edge_discounts", "node_sq_values", "proof_plies"):
             array = getattr(self, name)
             if array is not None:
                 out[name] = array[0, 0].size * array.dtype.itemsize
@@ -199,6 +204,9 @@ def write_nodes(tree: Tree, slot: chex.Array, node: NodeData) -> Tree:
         tree = tree.replace(node_hash=put(tree.node_hash, node.state_hash))
     if tree.node_sq_values is not None:
         tree = tree.replace(node_sq_values=put(tree.node_sq_values, node.value * node.value))
+    if tree.proof_plies is not None:
+        # The solver's seeds: a terminal node's value is exact, proven in 0 plies.
+        tree = tree.replace(proof_plies=put(tree.proof_plies, jnp.where(node.terminal, 0, -1)))
     return tree
 
 

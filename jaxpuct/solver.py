@@ -1,0 +1,384 @@
+"""MCTS-solver: exact (proven) values backed up through the search tree or graph.
+
+Winands, Björnsson & Saito, "Monte-Carlo Tree Search Solver", Computers and Games
+2008: terminal values are exact, a node is a proven win as soon as one move leads to
+a proven loss for the opponent, and a proven loss when every move leads to a proven
+win for the opponent; selection avoids proven losses and the final move takes a
+proven win. OpenSpiel's ``MCTSBot(solve=True)`` (``open_spiel/python/algorithms/
+mcts.py``) generalises the rule to any outcomes: a decision node is proven when all
+its children are, or when its best proven child reaches the maximum utility, and it
+takes the best child's outcome; its move is chosen by the key ``(proven outcome, or
+0 when unproven; visits; total reward)``.
+
+Conventions (those of :mod:`jaxpuct.tree`): a value is from the view of the player to
+move at its node; an edge's value is ``e(n, a) = r(n, a) + discount(n, a) * V(child)``
+(``discount = -1`` in two-player zero-sum games, as in mctx); every node maximises
+its edge values, which covers one- and two-player games alike.
+
+The rule (:func:`prove`), for a node ``n`` and its LEGAL edges (``ILLEGAL`` edges,
+including root actions made invalid, never block a proof):
+
+* seeds: terminal nodes (and nodes with no legal move) are proven with their stored
+  value, 0 plies to the end;
+* ``n`` is proven when every legal edge has a proven child (exact minimax over the
+  proven children), or -- the early cut-off -- when a proven child gives
+  ``e >= value_bound``, the largest value any edge can have;
+* its exact value is the largest ``e`` over its proven children.
+
+Assumption behind the cut-off (stated in :class:`SolverConfig`): every edge value
+``r + discount * V`` lies at or below ``value_bound`` (1 for games scored in
+[-1, 1]). With ``value_bound=None`` there is no cut-off and a node is proven only
+when all its legal children are; that needs no bound on the values at all.
+
+Storage: ``Tree.proof_plies [B, N]`` int32, ``-1`` for an unproven node, else the
+length in plies of the proof found (0 at a terminal node). A proven node's exact
+value is written into ``Tree.node_values``, so every reader of ``Q(n, a)`` (the
+selection rule, the summary, the final move) sees it without knowing about the
+solver. Plies: a proven node with a positive value takes the shortest proof among
+its value-achieving proven children, one with a value <= 0 the longest -- so the
+final move prefers the quickest win and the slowest loss (CrazyAra's solver does the
+same, after losing on time in forced mates). With the cut-off only some children are
+proven, so a win's plies are the shortest *found*, not always the shortest that
+exists.
+
+In the search (hooks in :mod:`jaxpuct.search`):
+
+* a walk stops at a proven node and backs up its stored (exact) value, like a
+  terminal node; a tree whose root is proven takes no-op steps while the others in
+  the batch go on, and the simulation loop ends when every root is proven;
+* after each backup, :func:`backup_proofs` re-examines the path bottom-up while the
+  node below was just proven: O(A) per level, and zero levels in the common case
+  where the leaf is not proven, so a simulation stays O(depth);
+* the PUCT rule (:func:`solver_rule`) never enters a dominated proven edge -- one
+  with ``e <= -value_bound`` (a proven loss) or ``e`` below the best proven edge of
+  the node -- unless every legal edge is such (then the unmasked scores decide).
+  Proven edges keep their PUCT score otherwise (their Q is exact);
+* graph search proves through transpositions: a proven node reached through a new
+  parent makes the walk stop there, and the proof pass checks that parent. A proof
+  in graph mode assumes, as graph search itself does, that a state's value does not
+  depend on the path to it (no graph-history interaction).
+
+Chance nodes: :func:`prove_chance` is the rule a chance node would call (proven only
+when every outcome is proven and all have the same value, as OpenSpiel does; the
+expectation over proven outcomes is left out because it needs exact
+probabilities). The engine has no chance nodes yet; when it gets them, their proof
+step calls that function instead of :func:`prove`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxpuct.numerics import gather_rows
+from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores
+from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
+
+UNPROVEN = -1  # proof_plies of a node with no proof
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverConfig:
+    """MCTS-solver options (static; hashable).
+
+    Attributes:
+      value_bound: the largest value an edge ``r + discount * V`` can take (1 for
+        win/draw/loss games scored +1/0/-1). A node is proven as soon as one proven
+        child reaches it, and proven edges at or below ``-value_bound`` (proven
+        losses) are never selected. ``None``: no cut-off -- a node is proven only
+        when all its legal children are -- which is right for any values.
+    """
+
+    value_bound: float | None = 1.0
+
+    def __post_init__(self):
+        bound = self.value_bound
+        if bound is not None and not (isinstance(bound, (int, float)) and bound > 0
+                                      and bound != float("inf")):
+            raise ValueError("SolverConfig.value_bound must be a finite number > 0 or None, "
+                             f"got {bound!r}.")
+
+
+def solver_config(solver: Any) -> SolverConfig | None:
+    """``solver`` (``bool``, ``None`` or a ``SolverConfig``) as a config or ``None``."""
+    if solver is None or solver is False:
+        return None
+    if solver is True:
+        return SolverConfig()
+    if isinstance(solver, SolverConfig):
+        return solver
+    raise ValueError("solver must be a bool or a SolverConfig, got "
+                     f"{solver!r} of type {type(solver).__name__}.")
+
+
+class Proof(NamedTuple):
+    """The outcome of a proof step: ``proven [B]`` bool, ``value [B]`` float32 (the
+    exact value where proven), ``plies [B]`` int32 (``UNPROVEN`` where not)."""
+
+    proven: chex.Array
+    value: chex.Array
+    plies: chex.Array
+
+
+def prove(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Array,
+          child_plies: chex.Array, value_bound: float | None) -> Proof:
+    """The solver's rule for decision nodes (see the module docstring).
+
+    Args:
+      legal: ``[B, A]`` bool, the node's legal edges.
+      child_proven: ``[B, A]`` bool, the edge has a proven child.
+      edge_value: ``[B, A]`` ``r + discount * V(child)``; read where ``child_proven``.
+      child_plies: ``[B, A]`` int32 plies of the children's proofs.
+      value_bound: see :class:`SolverConfig`.
+
+    Returns:
+      ``Proof`` of ``[B]`` arrays.
+    """
+    child_proven = child_proven & legal
+    proven_value = jnp.where(child_proven, edge_value, -jnp.inf)
+    best = jnp.max(proven_value, axis=-1)
+    all_proven = jnp.all(child_proven | ~legal, axis=-1) & jnp.any(legal, axis=-1)
+    proven = all_proven
+    if value_bound is not None:
+        proven = proven | (best >= value_bound)
+    achieving = child_proven & (edge_value == best[:, None])
+    plies = child_plies + 1
+    shortest = jnp.min(jnp.where(achieving, plies, jnp.iinfo(jnp.int32).max), axis=-1)
+    longest = jnp.max(jnp.where(achieving, plies, 0), axis=-1)
+    plies = jnp.where(best > 0, shortest, longest)
+    return Proof(proven=proven, value=jnp.where(proven, best, 0.0).astype(jnp.float32),
+                 plies=jnp.where(proven, plies, UNPROVEN).astype(jnp.int32))
+
+
+def prove_chance(child_proven: chex.Array, edge_value: chex.Array, child_plies: chex.Array,
+                 possible: chex.Array) -> Proof:
+    """The rule a chance node would use: proven only when every possible outcome is
+    proven and all give the same value (OpenSpiel ``MCTSBot``; the expectation over
+    proven outcomes is not used, it would need exact probabilities). Plies: the
+    longest outcome's. Inputs ``[B, C]`` (``possible``: outcomes with probability
+    > 0); returns ``Proof`` of ``[B]`` arrays. Not wired into the engine, which has
+    no chance nodes yet."""
+    child_proven = child_proven & possible
+    hi = jnp.max(jnp.where(child_proven, edge_value, -jnp.inf), axis=-1)
+    lo = jnp.min(jnp.where(child_proven, edge_value, jnp.inf), axis=-1)
+    proven = (jnp.all(child_proven | ~possible, axis=-1) & jnp.any(possible, axis=-1)
+              & (hi == lo))
+    plies = jnp.max(jnp.where(child_proven, child_plies + 1, 0), axis=-1)
+    return Proof(proven=proven, value=jnp.where(proven, hi, 0.0).astype(jnp.float32),
+                 plies=jnp.where(proven, plies, UNPROVEN).astype(jnp.int32))
+
+
+def with_proofs(tree: Tree) -> Tree:
+    """``tree`` with ``proof_plies [B, N]`` (unchanged if it has them): its used
+    terminal nodes proven in 0 plies, every other node unproven."""
+    if tree.proof_plies is not None:
+        return tree
+    used = jnp.arange(tree.max_nodes)[None, :] < tree.num_nodes[:, None]
+    return tree.replace(proof_plies=jnp.where(used & tree.node_terminal, 0, UNPROVEN)
+                        .astype(jnp.int32))
+
+
+def is_proven(tree: Tree, node: chex.Array) -> chex.Array:
+    """``[B]`` bool: ``node [B]`` is proven (``tree.proof_plies`` required)."""
+    return gather_rows(tree.proof_plies, node) >= 0
+
+
+def node_edges(tree: Tree, node: chex.Array, node_values: chex.Array | None = None
+               ) -> tuple[chex.Array, chex.Array, chex.Array, chex.Array]:
+    """``(legal, child_proven, edge_value, child_plies)``, each ``[B, A]``, of the
+    edges of ``node [B]`` (``node_values``: the values to read, default the tree's)."""
+    children = gather_rows(tree.children_index, node)
+    view = tree if node_values is None else tree.replace(node_values=node_values)
+    edge_value = edge_qvalues(view, node, children)
+    rows = jnp.arange(tree.batch_size)[:, None]
+    child_plies = tree.proof_plies[rows, jnp.maximum(children, 0)]
+    child_proven = (children >= 0) & (child_plies >= 0)
+    return children != ILLEGAL, child_proven, edge_value, child_plies
+
+
+def prove_nodes(tree: Tree, node: chex.Array, config: SolverConfig,
+                node_values: chex.Array | None = None) -> Proof:
+    """:func:`prove` at ``node [B]`` of each tree, from its children's proofs."""
+    return prove(*node_edges(tree, node, node_values), config.value_bound)
+
+
+class _ProofState(NamedTuple):
+    """The proof pass's loop carry."""
+
+    depth: chex.Array  # scalar int32, counts down
+    pending: chex.Array  # [B] the node below ``depth`` on the path was just proven
+    node_values: chex.Array  # [B, N]
+    proof_plies: chex.Array  # [B, N]
+
+
+def backup_proofs(tree: Tree, walk: Any, config: SolverConfig, full: bool = False) -> Tree:
+    """Re-examines each walk's path bottom-up after its backup and records new proofs.
+
+    ``walk`` is a :class:`jaxpuct.search.Walk` (``path_nodes [B, D + 1]``,
+    ``path_actions [B, D]``, ``num_edges [B]``). The pass starts when the node the
+    walk ended on (its new leaf, a transposition it was linked to, or the proven or
+    terminal node it stopped at) is proven, and climbs while each level gets proven:
+    ``O(B * A)`` per level, and no level at all when no tree's leaf is proven.
+    ``full`` re-examines every path node that is proven already as well (the
+    multi-leaf engine needs it: a walk selected before an earlier walk of the same
+    step proved a node on its path, and its backup then folded a return into that
+    node's stored exact value, which this restores).
+    """
+    rows = jnp.arange(tree.batch_size)
+    parent, action = walk.leaf_edge()
+    leaf = tree.children_index[rows, parent, action]
+    leaf_proven = (walk.num_edges > 0) & (leaf >= 0) & (
+        tree.proof_plies[rows, jnp.maximum(leaf, 0)] >= 0)
+    path_proven = jnp.zeros_like(leaf_proven)
+    if full:
+        on_path = jnp.arange(walk.path_nodes.shape[1])[None, :] < walk.num_edges[:, None]
+        path_proven = jnp.any(on_path & (tree.proof_plies[rows[:, None], walk.path_nodes] >= 0),
+                              axis=-1)
+
+    def cond(state: _ProofState):
+        return (state.depth >= 0) & (jnp.any(state.pending) | full)
+
+    def body(state: _ProofState) -> _ProofState:
+        depth = state.depth
+        node = walk.path_nodes[:, depth]
+        on_path = depth < walk.num_edges
+        was_proven = state.proof_plies[rows, node] >= 0
+        check = on_path & (state.pending | (was_proven if full else False))
+        view = tree.replace(proof_plies=state.proof_plies)
+        proof = prove_nodes(view, node, config, state.node_values)
+        write = check & proof.proven
+        target = jnp.where(write, node, tree.max_nodes)
+        values = state.node_values.at[rows, target].set(proof.value, mode="drop")
+        plies = state.proof_plies.at[rows, target].set(proof.plies, mode="drop")
+        pending = jnp.where(on_path, write, state.pending)
+        return _ProofState(depth - 1, pending, values, plies)
+
+    start = jnp.max(walk.num_edges) - 1
+    if full:
+        start = jnp.where(jnp.any(leaf_proven | path_proven), start, -1)
+    init = _ProofState(start, leaf_proven, tree.node_values, tree.proof_plies)
+    final = jax.lax.while_loop(cond, body, init)
+    return tree.replace(node_values=final.node_values, proof_plies=final.proof_plies)
+
+
+def reprove_root(tree: Tree, config: SolverConfig) -> Tree:
+    """Recomputes the roots' proofs from their children (after the root's legal
+    edges changed, e.g. ``invalid_actions`` on a reused tree): ``O(B * A)``. A root
+    that loses its proof keeps its value as a search estimate."""
+    root = jnp.full((tree.batch_size,), Tree.ROOT_INDEX, jnp.int32)
+    proof = prove_nodes(tree, root, config)
+    terminal = tree.node_terminal[:, Tree.ROOT_INDEX]
+    plies = jnp.where(terminal, 0, proof.plies)
+    values = jnp.where(proof.proven & ~terminal, proof.value,
+                       tree.node_values[:, Tree.ROOT_INDEX])
+    return tree.replace(
+        proof_plies=tree.proof_plies.at[:, Tree.ROOT_INDEX].set(plies),
+        node_values=tree.node_values.at[:, Tree.ROOT_INDEX].set(values))
+
+
+def dominated_edges(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Array,
+                    value_bound: float | None) -> chex.Array:
+    """``[B, A]`` bool: proven edges no search should enter -- proven losses
+    (``e <= -value_bound``) and edges worse than the node's best proven edge --
+    or none at all in a row where every legal edge is such. Inputs ``[B, A]``."""
+    child_proven = child_proven & legal
+    best = jnp.max(jnp.where(child_proven, edge_value, -jnp.inf), axis=-1, keepdims=True)
+    worse = edge_value < best
+    if value_bound is not None:
+        worse = worse | (edge_value <= -value_bound)
+    dominated = child_proven & worse
+    everything = jnp.all(dominated | ~legal, axis=-1, keepdims=True)
+    return dominated & ~everything
+
+
+def solver_rule(config: PUCTConfig, solver: SolverConfig) -> SelectionRule:
+    """The PUCT rule of ``config`` with :func:`dominated_edges` masked out (``-inf``)."""
+
+    def choose(is_root: bool):
+        def action(tree, node, depth, rng_keys):
+            del depth
+            scores = node_scores(tree, config, node, is_root, rng_keys)
+            legal, child_proven, edge_value, _ = node_edges(tree, node)
+            skip = dominated_edges(legal, child_proven, edge_value, solver.value_bound)
+            return jnp.argmax(jnp.where(skip, -jnp.inf, scores), axis=-1).astype(jnp.int32)
+        return action
+
+    return SelectionRule(root=choose(True), interior=choose(False))
+
+
+def best_child(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Array,
+               child_plies: chex.Array, visits: chex.Array, qvalues: chex.Array
+               ) -> chex.Array:
+    """``[B]`` int32 OpenSpiel's best child with plies: the legal action with the
+    largest key ``(e if proven else 0; fewer plies for a proven e > 0, more plies
+    for a proven e < 0; visits; Q)``, lowest index on ties; ``-1`` in a row with no
+    legal action. Inputs ``[B, A]``; ``qvalues`` stands in for OpenSpiel's total
+    reward (visits are equal at that point of the key)."""
+    proven = child_proven & legal
+    outcome = jnp.where(proven, edge_value, 0.0)
+    prefer_short = proven & (edge_value > 0)
+    prefer_long = proven & (edge_value < 0)
+    plies = child_plies.astype(jnp.float32)
+    keys = (outcome, jnp.where(prefer_short, -plies, jnp.where(prefer_long, plies, 0.0)),
+            visits.astype(jnp.float32), qvalues)
+    candidates = legal
+    for key in keys:
+        top = jnp.max(jnp.where(candidates, key, -jnp.inf), axis=-1, keepdims=True)
+        candidates = candidates & (key == top)
+    action = jnp.argmax(candidates, axis=-1).astype(jnp.int32)
+    return jnp.where(jnp.any(legal, axis=-1), action, -1)
+
+
+def root_edges(tree: Tree) -> tuple[chex.Array, chex.Array, chex.Array, chex.Array]:
+    """:func:`node_edges` at the roots."""
+    return node_edges(tree, jnp.full((tree.batch_size,), Tree.ROOT_INDEX, jnp.int32))
+
+
+def solver_action(tree: Tree) -> chex.Array:
+    """``[B]`` :func:`best_child` of each root (needs ``tree.proof_plies``)."""
+    legal, child_proven, edge_value, child_plies = root_edges(tree)
+    visits = tree.edge_visits[:, Tree.ROOT_INDEX]
+    return best_child(legal, child_proven, edge_value, child_plies, visits, edge_value)
+
+
+def root_proven(tree: Tree) -> chex.Array:
+    """``[B]`` bool: the root is proven (``False`` everywhere for a tree without
+    proofs)."""
+    if tree.proof_plies is None:
+        return jnp.zeros((tree.batch_size,), jnp.bool_)
+    return tree.proof_plies[:, Tree.ROOT_INDEX] >= 0
+
+
+def loop_until_proven(num_steps: int, body: Any, init: Any) -> Any:
+    """``jax.lax.fori_loop(0, num_steps, body, init)`` that also ends once every
+    root of ``init.tree`` is proven (those trees' steps would be no-ops)."""
+
+    def cond(carry):
+        step, state = carry
+        return (step < num_steps) & ~jnp.all(root_proven(state.tree))
+
+    def run(carry):
+        step, state = carry
+        return step + 1, body(step, state)
+
+    return jax.lax.while_loop(cond, run, (jnp.int32(0), init))[1]
+
+
+def pruned_root_visits(tree: Tree, config: SolverConfig) -> chex.Array:
+    """``[B, A]`` root visit counts with the dominated proven edges set to 0 (all
+    of them kept in a row where that would leave no visit)."""
+    legal, child_proven, edge_value, _ = root_edges(tree)
+    visits = tree.edge_visits[:, Tree.ROOT_INDEX]
+    pruned = jnp.where(dominated_edges(legal, child_proven, edge_value, config.value_bound),
+                       0, visits)
+    return jnp.where(jnp.any(pruned > 0, axis=-1, keepdims=True), pruned, visits)
+
+
+__all__ = ["Proof", "SolverConfig", "UNPROVEN", "backup_proofs", "best_child",
+           "dominated_edges", "loop_until_proven", "prove", "prove_chance", "prove_nodes",
+           "pruned_root_visits", "reprove_root", "root_proven", "solver_action",
+           "solver_config", "solver_rule", "with_proofs"]
