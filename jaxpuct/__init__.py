@@ -28,6 +28,7 @@ from jaxpuct.selection import (
     puct_rule,
     puct_scores,
 )
+from jaxpuct.solver import SolverConfig, solver_action
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchSummary
 from jaxpuct.virtual_loss import VirtualLoss
@@ -45,6 +46,7 @@ __all__ = [
     "RootFnOutput",
     "SearchSummary",
     "SelectionRule",
+    "SolverConfig",
     "Tree",
     "VirtualLoss",
     "alphazero_policy",
@@ -61,6 +63,7 @@ __all__ = [
     "rebuild_hash_table",
     "sample_action",
     "search",
+    "solver_action",
     "subtree",
     "subtree_or_init",
     "subtree_path",

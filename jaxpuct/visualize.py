@@ -6,9 +6,10 @@ visit count ``N`` and value ``Q`` (from the view of the player to move there), a
 arrow per edge with the action, the edge visit count, the prior ``P`` and the edge
 value ``Q(n, a) = r + discount * Q(child)`` (from the view of the player who
 moves). Terminal nodes are grey, transpositions (graph search: a node with more
-than one incoming edge) blue, and a node of a tree with a ``proven`` field (a
-solver's mark) shows it. It reads the tree from the device once, with one
-``jax.device_get`` of the rows of the chosen tree, and is NumPy afterwards.
+than one incoming edge) blue, and a node proven by the MCTS-solver
+(``Tree.proof_plies``, or a ``proven`` field of another solver) shows it. It reads
+the tree from the device once, with one ``jax.device_get`` of the rows of the
+chosen tree, and is NumPy afterwards.
 
 :func:`render` draws DOT text to SVG, PNG or PDF with Graphviz's ``dot`` program
 when it is installed, and with matplotlib otherwise (a simple layered layout; only
@@ -66,7 +67,7 @@ def _host_rows(tree: Any, index: int) -> dict[str, np.ndarray]:
     names = ["node_visits", "node_values", "node_rewards", "node_discounts",
              "node_terminal", "children_index", "children_prior", "edge_visits",
              "num_nodes"]
-    for optional in ("edge_rewards", "edge_discounts", "proven"):
+    for optional in ("edge_rewards", "edge_discounts", "proven", "proof_plies"):
         if getattr(tree, optional, None) is not None:
             names.append(optional)
     return jax.device_get({name: getattr(tree, name)[index] for name in names})
@@ -163,6 +164,10 @@ def _node_line(rows: dict[str, np.ndarray], node: int, in_degree: np.ndarray) ->
         # into its sign.
         lines.append(f"proven={rows['proven'][node].item():+g}")
         color = _PROVEN_COLOR
+    if "proof_plies" in rows and rows["proof_plies"][node] >= 0:
+        # jaxpuct.solver: Q above is the exact value.
+        lines.append(f"proven in {int(rows['proof_plies'][node])} plies")
+        color = _PROVEN_COLOR
     attrs = f'label="{_label(lines)}"'
     if color is not None:
         attrs += f", fillcolor={color}"
@@ -177,7 +182,8 @@ def to_dot(tree: Any, index: int = 0, *, action_labels: Sequence[str] | None = N
     Args:
       tree: a :class:`jaxpuct.Tree` (node arrays ``[B, N]``, edge arrays
         ``[B, N, A]``), e.g. ``policy_output.search_tree``. An optional
-        ``proven`` field ``[B, N]`` is shown where it is non-zero.
+        ``proven`` field ``[B, N]`` is shown where it is non-zero, and the
+        solver's ``proof_plies`` where a node is proven.
       index: which tree of the batch, ``0 <= index < B``.
       action_labels: ``A`` names for the actions (default: the action numbers).
       max_depth: show nodes down to this depth (the root is depth 0).

@@ -28,8 +28,9 @@ import search_cases as sc
 
 import jaxpuct
 from jaxpuct import solver as solver_lib
+from jaxpuct import visualize
 from jaxpuct.solver import SolverConfig
-from jaxpuct.testing import tictactoe
+from jaxpuct.testing import checks, tictactoe
 
 _GAME_RF = oracles.make_random_game_recurrent_fn(with_hash=True)
 _EXACT = SolverConfig(value_bound=None)
@@ -263,6 +264,7 @@ def _check_game_proofs(tree, forest) -> np.ndarray:
 def test_random_games_dense_rewards_exact_minimax():
     forest, roots, _ = sc.game_forest(range(16), reward_mode="dense", extra_turn_prob=0.3)
     tree = _game_search(forest, jnp.asarray(roots), sims=320)
+    checks.check_tree(tree)
     proven = _check_game_proofs(tree, forest)
     assert proven[:, 0].mean() > 0.5, proven[:, 0].mean()
 
@@ -273,6 +275,7 @@ def test_graph_search_proves_through_transpositions():
                         config=SolverConfig())
     proven = _check_game_proofs(tree, forest)
     assert proven[:, 0].mean() > 0.5, proven[:, 0].mean()
+    checks.check_tree(tree)
     # Proven nodes with several parents: proofs shared through transpositions.
     children = np.asarray(tree.children_index)
     shared = 0
@@ -312,6 +315,7 @@ def test_solver_off_stores_no_proofs_and_reuse_keeps_them():
     assert off.proof_plies is None
     action = jnp.argmax(tree.edge_visits[:, 0], axis=-1)
     sub, _ = sc.jit(jaxpuct.subtree)(tree, action)
+    assert "proven in 0 plies" in visualize.to_dot(tree, 0)
     child = np.asarray(tree.children_index)[np.arange(8), 0, np.asarray(action)]
     np.testing.assert_array_equal(np.asarray(sub.proof_plies[:, 0]),
                                   np.asarray(tree.proof_plies)[np.arange(8), child])

@@ -45,7 +45,8 @@ def check_tree(tree: Tree, num_simulations: int | None = None, *,
       has a child unless the tree is full (``n == N``);
     * every used node has at least one visit, and a node whose edges were visited
       has ``N(n) == 1 + sum_a N(n, a)`` (its own evaluation plus one per
-      simulation through it; nodes at the depth limit keep their edges unvisited);
+      simulation through it; nodes at the depth limit keep their edges unvisited;
+      a node proven by the MCTS-solver has at least that many: walks stop there);
     * with ``check_unused``: unused slots have no visits, no values, no prior and
       ``UNEXPANDED`` children.
 
@@ -140,6 +141,12 @@ def _check_one(t: Tree, b: int, sims: int | None, graph: bool, check_unused: boo
         childless = (used[i] == UNEXPANDED) & (visits[i] > 0)
         require(full or not childless.any(),
                 f"node {i}: a visited edge has no child though the tree is not full")
-        if edge_sum:
+        proven = t.proof_plies is not None and t.proof_plies[b, i] >= 0
+        if edge_sum and proven:
+            # Walks stop at a proven node: each such stop is a visit of the node
+            # (and of the edge into it), not of its edges.
+            require(node_visits[i] >= 1 + edge_sum,
+                    f"node {i}: visits {node_visits[i]} < 1 + {edge_sum} edge visits")
+        elif edge_sum:
             require(node_visits[i] == 1 + edge_sum,
                     f"node {i}: visits {node_visits[i]} != 1 + {edge_sum} edge visits")
