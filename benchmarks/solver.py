@@ -261,7 +261,7 @@ def speed(reps: int, batch: int = 64, sims: int = 128) -> None:
         None, jax.random.key(0), root_fn(None, None, s), recurrent_fn, sims,
         temperature=0.0, solver=solver)) for solver in (False, True)}
     times = {False: [], True: []}
-    for solver, fn in fns.items():
+    for fn in fns.values():
         jax.block_until_ready(fn(state))
     for _ in range(reps):  # interleaved, so that load changes hit both alike
         for solver, fn in fns.items():
