@@ -10,13 +10,14 @@
    negamax over the remaining moves (checked against OpenSpiel's alpha-beta on the
    first positions) gives the value and the optimal moves. Reported per S: roots
    proven, proven values that are exact, optimal moves, with and without the
-   solver.
+   solver (``--graph``: also the solver with graph search, proofs shared through
+   transpositions).
 
 3. ``--speed-reps R``: the time of a search with and without the solver where almost
    nothing gets proven (connect four openings, B = 64, S = 128), interleaved.
 
     python -m benchmarks.solver [--ttt-sims 64 200 800] [--c4-sims 100 400 1600]
-                                [--speed-reps 7]
+                                [--graph] [--speed-reps 7]
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ def c4_positions(count: int, num_moves: int, seed: int = 0):
     return jax.tree.map(take, state), [list(map(int, m)) for m in np.asarray(moves)[ok]]
 
 
-def connect_four(count: int, budgets: list[int], num_moves: int = 34) -> None:
+def connect_four(count: int, budgets: list[int], num_moves: int = 34,
+                 graph: bool = False) -> None:
     from jaxpuct.envs import adapter, pgx_games
 
     game = pgx_games.make_pgx_game("connect_four")
@@ -217,17 +219,21 @@ def connect_four(count: int, budgets: list[int], num_moves: int = 34) -> None:
     values = np.array([v for v, _ in exact])
     print(f"  exact values: {np.sum(values == 1)} wins, {np.sum(values == 0)} draws, "
           f"{np.sum(values == -1)} losses for the player to move")
+    modes = [(False, None), (True, None)] + ([(True, jaxpuct.GraphConfig())] if graph else [])
     for sims in budgets:
-        for solver in (False, True):
-            fn = jax.jit(lambda s, sims=sims, solver=solver: jaxpuct.alphazero_policy(
-                None, jax.random.key(0), root_fn(None, None, s), recurrent_fn, sims,
-                dirichlet_fraction=0.0, temperature=0.0, solver=solver))
+        for solver, graph_config in modes:
+            fn = jax.jit(lambda s, sims=sims, solver=solver, g=graph_config:
+                         jaxpuct.alphazero_policy(
+                             None, jax.random.key(0), root_fn(None, None, s), recurrent_fn,
+                             sims, dirichlet_fraction=0.0, temperature=0.0, solver=solver,
+                             graph=g))
             start = time.perf_counter()
             out = jax.block_until_ready(fn(state))
             seconds = time.perf_counter() - start
             action = np.asarray(out.action)
             good = np.mean([int(a) in o for a, (_, o) in zip(action, exact, strict=True)])
-            line = f"  S = {sims:5d} solver = {solver!s:5}: optimal moves {good:.3f}"
+            line = (f"  S = {sims:5d} solver = {solver!s:5}{' graph' if graph_config else ''}"
+                    f": optimal moves {good:.3f}")
             if solver:
                 tree = out.search_tree
                 proven = np.asarray(tree.proof_plies[:, 0]) >= 0
@@ -281,12 +287,14 @@ def main() -> None:
     parser.add_argument("--c4-sims", type=int, nargs="*", default=[100, 400, 1600])
     parser.add_argument("--c4-positions", type=int, default=100)
     parser.add_argument("--speed-reps", type=int, default=0)
+    parser.add_argument("--graph", action="store_true",
+                        help="connect four: also the solver with graph search")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}")
     if args.ttt_sims:
         ttt(args.ttt_sims)
     if args.c4_sims:
-        connect_four(args.c4_positions, args.c4_sims)
+        connect_four(args.c4_positions, args.c4_sims, graph=args.graph)
     if args.speed_reps:
         speed(args.speed_reps)
 

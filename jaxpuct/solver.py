@@ -52,7 +52,9 @@ In the search (hooks in :mod:`jaxpuct.search`):
 * the PUCT rule (:func:`solver_rule`) never enters a dominated proven edge -- one
   with ``e <= -value_bound`` (a proven loss) or ``e`` below the best proven edge of
   the node -- unless every legal edge is such (then the unmasked scores decide).
-  Proven edges keep their PUCT score otherwise (their Q is exact);
+  Another proven edge scores its exact value without the exploration term, as in
+  OpenSpiel, so the walks go to the unproven moves a proof still needs unless those
+  look worse than the proven value;
 * graph search proves through transpositions: a proven node reached through a new
   parent makes the walk stop there, and the proof pass checks that parent. A proof
   in graph mode assumes, as graph search itself does, that a state's value does not
@@ -75,7 +77,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct.numerics import gather_rows
-from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores
+from jaxpuct.selection import PUCTConfig, SelectionRule, completed_qvalues, node_scores
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
 
 UNPROVEN = -1  # proof_plies of a node with no proof
@@ -295,14 +297,32 @@ def dominated_edges(legal: chex.Array, child_proven: chex.Array, edge_value: che
     return dominated & ~everything
 
 
+def exploitation_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: bool
+                        ) -> chex.Array:
+    """``[B, A]`` the Q part of the PUCT score at ``node [B]`` (completed and, if the
+    rule says so, normalised as :func:`jaxpuct.selection.node_scores` does), without
+    the exploration term."""
+    children = gather_rows(tree.children_index, node)
+    visits = gather_rows(tree.edge_visits, node)
+    prior = tree.root_prior if is_root else gather_rows(tree.children_prior, node)
+    return completed_qvalues(config, prior, visits, edge_qvalues(tree, node, children),
+                             (children >= 0) & (visits > 0), gather_rows(tree.node_values, node),
+                             jnp.asarray(is_root))
+
+
 def solver_rule(config: PUCTConfig, solver: SolverConfig) -> SelectionRule:
-    """The PUCT rule of ``config`` with :func:`dominated_edges` masked out (``-inf``)."""
+    """The PUCT rule of ``config`` where a proven edge scores its exact value with no
+    exploration bonus (OpenSpiel's ``puct_value`` of a solved child: visiting it again
+    teaches nothing, so the unproven moves get the walks unless their ``Q + U`` is
+    below it) and :func:`dominated_edges` are masked out (``-inf``)."""
 
     def choose(is_root: bool):
         def action(tree, node, depth, rng_keys):
             del depth
             scores = node_scores(tree, config, node, is_root, rng_keys)
             legal, child_proven, edge_value, _ = node_edges(tree, node)
+            exact = exploitation_scores(tree, config, node, is_root)
+            scores = jnp.where(child_proven & legal, exact, scores)
             skip = dominated_edges(legal, child_proven, edge_value, solver.value_bound)
             return jnp.argmax(jnp.where(skip, -jnp.inf, scores), axis=-1).astype(jnp.int32)
         return action
