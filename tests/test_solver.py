@@ -329,3 +329,26 @@ def test_bad_solver_arguments():
                        solver="yes")
     with pytest.raises(ValueError, match="value_bound must be a finite number > 0.*-1"):
         SolverConfig(value_bound=-1.0)
+
+
+@sc.jit
+def _ttt_restricted(tree, invalid):
+    return jaxpuct.search(None, jax.random.key(0), None, oracles.ttt_recurrent_fn, 256,
+                          tree=tree, invalid_actions=invalid, solver=True)
+
+
+def test_root_made_invalid_is_proven_again():
+    """A proven win whose winning move is then forbidden at the root: the root's
+    proof is recomputed from the moves left (exact value over them, or unproven)."""
+    position = oracles.ttt_parse(".X. ... ..O")  # x(0,1) o(2,2): x(0,2) wins
+    tree = _ttt_empty_tree(oracles.ttt_batch([position]), max_nodes=2 * 256 + 1)
+    tree = _ttt_restricted(tree, jnp.zeros((1, 9), bool))
+    assert int(tree.proof_plies[0, 0]) >= 0 and float(tree.node_values[0, 0]) == 1.0
+    before = int(tree.edge_visits[0, 0, 2])
+    invalid = jnp.zeros((1, 9), bool).at[0, 2].set(True)
+    tree = _ttt_restricted(tree, invalid)
+    q = oracles.ttt_qvalues(position)
+    q[2] = np.nan  # the best of the other moves draws: a stale proof would read 1
+    if int(tree.proof_plies[0, 0]) >= 0:
+        assert float(tree.node_values[0, 0]) == np.nanmax(q)
+    assert int(tree.edge_visits[0, 0, 2]) == before  # the forbidden move is not searched
