@@ -267,3 +267,39 @@ def test_expectimax_optimal_on_every_2x2_2048_position(backup):
     chosen = q[np.arange(len(states)), action]
     assert (chosen >= best - 1e-6).all(), np.nonzero(chosen < best - 1e-6)
     assert not math.isinf(chosen.min())
+
+
+# ------------------------------------------------------------------ pgx 2048
+
+
+def test_pgx_2048_split_matches_pgx_step():
+    """pgx's one-call step lands on an outcome of the split move + spawn, one with
+    p > 0, and the split rules agree with the n x n rules of the oracle."""
+    pgx = pytest.importorskip("pgx")
+    from jaxpuct.envs import pgx_2048
+
+    env, games = pgx.make("2048"), 16
+
+    @sc.jit
+    def split_and_step(key):
+        keys = jax.random.split(key, 2 * games).reshape(2, games, -1)
+        state = jax.vmap(env.init)(keys[0])
+        action = jnp.argmax(state.legal_action_mask, axis=-1).astype(jnp.int32)
+        stepped = jax.vmap(env.step)(state, action, keys[1])
+        after, score = pgx_2048.move(state._board, action)
+        return (state._board, action, stepped._board, stepped.rewards[:, 0],
+                stepped.legal_action_mask, after, score, pgx_2048.spawn_probs(after),
+                pgx_2048.legal_actions(stepped._board))
+
+    board, action, stepped, reward, stepped_legal, after, score, probs, legal = (
+        np.asarray(x) for x in split_and_step(jax.random.PRNGKey(1)))
+    np.testing.assert_array_equal(score, reward)
+    for b in range(games):
+        expected, expected_score = sg.move_2048_np(tuple(board[b]), int(action[b]))
+        assert tuple(after[b]) == expected and score[b] == expected_score
+    diff = stepped != after
+    assert (diff.sum(-1) == 1).all()
+    cell = diff.argmax(-1)
+    outcome = 2 * cell + stepped[np.arange(games), cell] - 1
+    assert (probs[np.arange(games), outcome] > 0).all()
+    np.testing.assert_array_equal(legal, stepped_legal)
