@@ -28,6 +28,12 @@ from jaxpuct.selection import (
     puct_rule,
     puct_scores,
 )
+from jaxpuct.stochastic import (
+    ChanceRecurrentFnOutput,
+    DecisionRecurrentFnOutput,
+    stochastic_policy,
+    stochastic_search,
+)
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchSummary
 from jaxpuct.virtual_loss import VirtualLoss
@@ -35,7 +41,9 @@ from jaxpuct.virtual_loss import VirtualLoss
 __version__ = "0.2.0"
 
 __all__ = [
+    "ChanceRecurrentFnOutput",
     "CompletedQConfig",
+    "DecisionRecurrentFnOutput",
     "GraphConfig",
     "ILLEGAL",
     "UNEXPANDED",
@@ -61,6 +69,8 @@ __all__ = [
     "rebuild_hash_table",
     "sample_action",
     "search",
+    "stochastic_policy",
+    "stochastic_search",
     "subtree",
     "subtree_or_init",
     "subtree_path",
