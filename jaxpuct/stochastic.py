@@ -71,7 +71,7 @@ import jax.numpy as jnp
 
 from jaxpuct import validation
 from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
-from jaxpuct.policies import _check_policy_numbers, dirichlet_noise, sample_action, visit_policy
+from jaxpuct.policies import check_policy_numbers, dirichlet_noise, sample_action, visit_policy
 from jaxpuct.roots import root_prior_and_legal
 from jaxpuct.search import Walk, backup, check_selection, expand_tree, prepare_tree, select
 from jaxpuct.selection import PUCTConfig, SelectionRule
@@ -546,7 +546,7 @@ def stochastic_policy(
       edge arrays have width ``max(A, C)``.
     """
     batch_size, num_actions = validation.check_root(root)
-    _check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
+    check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     if invalid_actions is not None:
         validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
     _, element_keys = validation.split_keys(rng_key, batch_size)
