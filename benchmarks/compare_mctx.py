@@ -701,6 +701,80 @@ def gumbel_deep_trees(cfg: Config) -> WorkloadResult:
     return result
 
 
+@workload("stochastic")
+def stochastic_chance_nodes(cfg: Config) -> WorkloadResult:
+    """W5: chance nodes, ``jaxpuct.stochastic_policy`` vs ``mctx.stochastic_muzero_policy``."""
+    from jaxpuct import stochastic
+    from jaxpuct.testing import stochastic_games
+
+    num_actions, num_outcomes = 4, 32
+    cases = [(1, 16), (4, 16)] if cfg.quick else [(1, 256), (64, 128), (256, 64)]
+    result = WorkloadResult(
+        "stochastic", "W5: chance nodes (Stochastic MuZero)",
+        f"`jaxpuct.testing.stochastic_games.hashed_game` (A = {num_actions} actions, C = "
+        f"{num_outcomes} chance outcomes: 2048's shapes; hashed ids, no network) searched "
+        "by `jaxpuct.stochastic_policy(selection=PUCTConfig.mctx_muzero())` and "
+        "`mctx.stochastic_muzero_policy`, root noise off; both build the same trees "
+        "(`tests/test_stochastic.py` checks the equality). `calls/sim` counts the "
+        "batched model calls per simulation (decision + chance): mctx makes 2 at every "
+        "simulation; jaxpuct skips a function no element of the batch needs. `x vs "
+        "mctx` is mctx's median time over jaxpuct's.")
+    rows = []
+    key = jax.random.PRNGKey(0)
+    selection = jaxpuct.PUCTConfig.mctx_muzero()
+    for batch, sims in cases:
+        print(f"  case B={batch} S={sims} A={num_actions} C={num_outcomes} stochastic",
+              flush=True)
+        root, decision_fn, chance_fn = stochastic_games.hashed_game(
+            batch, num_actions, num_outcomes)
+
+        def mctx_decision_fn(params, rng_key, action, state, decision_fn=decision_fn):
+            out, after = decision_fn(params, rng_key, action, state)
+            return mctx.DecisionRecurrentFnOutput(
+                chance_logits=out.chance_logits, afterstate_value=out.afterstate_value), after
+
+        def mctx_chance_fn(params, rng_key, outcome, after, chance_fn=chance_fn):
+            out, state = chance_fn(params, rng_key, outcome, after)
+            return mctx.ChanceRecurrentFnOutput(
+                action_logits=out.action_logits, value=out.value, reward=out.reward,
+                discount=out.discount), state
+
+        def ours(params, rng_key, root, sims=sims, decision_fn=mctx_decision_fn,
+                 chance_fn=mctx_chance_fn):
+            return jaxpuct.stochastic_policy(params, rng_key, root, decision_fn, chance_fn,
+                                             sims, selection=selection, dirichlet_fraction=0.0)
+
+        def theirs(params, rng_key, root, sims=sims, decision_fn=mctx_decision_fn,
+                   chance_fn=mctx_chance_fn):
+            return mctx.stochastic_muzero_policy(params, rng_key, root, decision_fn,
+                                                 chance_fn, sims, dirichlet_fraction=0.0)
+
+        mroot = _mctx_root(root)
+        timings = compare([Impl("jaxpuct/stochastic", ours, (None, key, mroot)),
+                           Impl("mctx/stochastic", theirs, (None, key, mroot))], cfg,
+                          keep_output=False)
+        _, calls = jax.jit(lambda root, sims=sims, d=mctx_decision_fn, c=mctx_chance_fn:
+                           stochastic.stochastic_search(None, key, root, d, c, sims,
+                                                        selection=selection))(mroot)
+        per_sim = {"jaxpuct/stochastic": (int(calls.decision) + int(calls.chance)) / sims,
+                   "mctx/stochastic": 2.0}
+        case_rows = _search_rows(dict(B=batch, S=sims, A=num_actions), timings, batch, sims,
+                                 base_name="mctx/stochastic")
+        for row in case_rows:
+            row["calls_per_sim"] = per_sim[row["impl"]]
+        _print_case(case_rows)
+        rows += case_rows
+    headers = ["B", "S", "A", "C", "search", "n", "median s", "sims/s", "x vs mctx",
+               "calls/sim", "compile s"]
+    result.tables.append(Table(
+        "Simulations per second (B * S / median call time) and model calls per simulation",
+        headers, [[r["B"], r["S"], r["A"], num_outcomes, r["impl"], r["n"], r["median_s"],
+                   r["sims_per_s"], r["vs_mctx"], r["calls_per_sim"], r["compile_s"]]
+                  for r in rows]))
+    result.data = {"rows": rows}
+    return result
+
+
 # --------------------------------------------------------------------------- targets
 
 

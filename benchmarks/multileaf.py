@@ -2,21 +2,25 @@
 
 1. Throughput on connect_four (pgx) with a small residual policy-value network
    (``jaxpuct.alphazero.networks.ResNetPolicyValue``, 2 blocks of 32 channels,
-   random weights): for B = 1, 8, 64 and K = 1, 4, 16 (64 with ``--k64``), S = 64
-   simulations per search, the simulations per second (B * S / median time) and
-   the network calls per search (S / K).
-2. The network alone: positions per second at batch 1, 16 and 64 (why K helps:
-   a batch of K leaves costs far less than K calls of one).
+   random weights): for B = 1, 8, 64 and K = 1, 4, 16, 64, S = 64 simulations per
+   search, the simulations per second (B * S / median time), relative to K = 1,
+   the network calls per search (S / K), and the same search with a free
+   stand-in for the network and the environment (constant outputs: the tree
+   work alone). The K of one B are timed interleaved, round by round.
+2. The network alone: positions per second at batch 1, 4, 16 and 64, both per
+   jitted call (includes the dispatch of each call) and inside one jitted loop
+   of 64 calls (what the search pays: no dispatch).
 3. Quality at equal evaluations: tic-tac-toe, uniform prior and zero value, every
    reachable non-terminal position (``--quick``: the 3430 with 5-8 stones), how
    often the move played at temperature 0 is minimax-optimal, for K = 1, 4, 16.
 
-    python -m benchmarks.multileaf [--quick] [--k64] [--reps 5]
+    python -m benchmarks.multileaf [--quick] [--reps 7] [--ks 1,4,16,64] [--batches 1,8,64]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -26,19 +30,24 @@ import numpy as np
 
 import jaxpuct
 from jaxpuct.testing import tictactoe
+from jaxpuct.types import RecurrentFnOutput
 
 
-def _median_time(fn, *args, reps: int) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
+def _interleaved_medians(fns: dict, args: tuple, reps: int) -> dict:
+    """Median seconds per call of each function, timed round by round (so that
+    load changes hit every function alike)."""
+    for fn in fns.values():
         jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
-def connect_four(reps: int, ks: list[int], sims: int = 64) -> None:
+def connect_four(reps: int, ks: list[int], batches: list[int], sims: int = 64) -> None:
     from flax import nnx
 
     from jaxpuct.alphazero import networks
@@ -55,30 +64,53 @@ def connect_four(reps: int, ks: list[int], sims: int = 64) -> None:
     root_fn = adapter.make_root_fn(apply_fn, game.environment)
     recurrent_fn = adapter.make_recurrent_fn(apply_fn, game.environment)
 
-    print("network alone (positions/s):")
-    for batch in (1, 16, 64):
+    def free_recurrent_fn(p, key, action, state):
+        # The tree work alone: constant outputs, the parent state as the child's.
+        n = action.shape[0]
+        return RecurrentFnOutput(reward=jnp.zeros(n), discount=-jnp.ones(n),
+                                 prior_logits=jnp.zeros((n, game.num_actions)),
+                                 value=jnp.zeros(n)), state
+
+    print(f"network alone (positions/s), load average {os.getloadavg()[0]:.1f}:")
+    print("  batch   per call (dispatched)   in a jitted loop of 64 calls")
+    calls = 64
+    for batch in (1, 4, 16, 64):
         obs = jnp.zeros((batch,) + game.observation_shape, jnp.float32)
         net = jax.jit(apply_fn)
-        t = _median_time(net, params, obs, reps=max(reps, 20))
-        print(f"  batch {batch:3d}: {batch / t:10.0f} positions/s ({t * 1e3:.3f} ms/call)")
 
-    print(f"connect_four search, S = {sims}:")
-    print("   B    K  calls/search   sims/s   vs K=1")
-    for batch in (1, 8, 64):
+        @jax.jit
+        def loop(p, o):
+            def body(i, acc):
+                logits, value = apply_fn(p, o + i.astype(o.dtype))
+                return acc + value.sum() + logits.sum()
+            return jax.lax.fori_loop(0, calls, body, 0.0)
+
+        t = _interleaved_medians({"call": net, "loop": loop}, (params, obs), max(reps, 9))
+        per_loop = t["loop"] / calls
+        print(f"  {batch:5d} {batch / t['call']:10.0f} ({t['call'] * 1e3:.3f} ms)"
+              f" {batch / per_loop:12.0f} ({per_loop * 1e3:.3f} ms)", flush=True)
+
+    print(f"connect_four search, S = {sims} (sims/s = B * S / median time):")
+    print("   B    K  calls/search   sims/s   vs K=1   tree only: sims/s   vs K=1")
+    for batch in batches:
         state = game.init(jax.random.PRNGKey(1), batch)
-        base = None
+        fns = {}
         for k in ks:
-            def run(p, s, key, k=k):
-                root = root_fn(p, key, s)
-                return jaxpuct.alphazero_policy(p, key, root, recurrent_fn, sims,
-                                                dirichlet_fraction=0.0, temperature=0.0,
-                                                leaves_per_step=k).action
-            fn = jax.jit(run)
-            t = _median_time(fn, params, state, jax.random.PRNGKey(0), reps=reps)
-            rate = batch * sims / t
-            base = rate if base is None else base
-            print(f"{batch:4d} {k:4d} {sims // k:13d} {rate:8.0f} {rate / base:7.2f}x",
+            for name, rf in (("net", recurrent_fn), ("free", free_recurrent_fn)):
+                def run(p, s, key, k=k, rf=rf):
+                    root = root_fn(p, key, s)
+                    return jaxpuct.alphazero_policy(p, key, root, rf, sims,
+                                                    dirichlet_fraction=0.0, temperature=0.0,
+                                                    leaves_per_step=k).action
+                fns[(name, k)] = jax.jit(run)
+        t = _interleaved_medians(fns, (params, state, jax.random.PRNGKey(0)), reps)
+        rate = {key: batch * sims / value for key, value in t.items()}
+        for k in ks:
+            print(f"{batch:4d} {k:4d} {sims // k:13d} {rate[('net', k)]:8.0f}"
+                  f" {rate[('net', k)] / rate[('net', ks[0])]:7.2f}x"
+                  f" {rate[('free', k)]:19.0f} {rate[('free', k)] / rate[('free', ks[0])]:7.2f}x",
                   flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 def ttt_quality(quick: bool, budgets: list[int], ks: list[int]) -> None:
@@ -102,15 +134,16 @@ def ttt_quality(quick: bool, budgets: list[int], ks: list[int]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--k64", action="store_true")
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--ks", default="1,4,16,64")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}")
-    ks = [1, 4, 16] + ([64] if args.k64 else [])
+    ks = [int(k) for k in args.ks.split(",")]
     if not args.skip_speed:
-        connect_four(args.reps, ks)
+        connect_four(args.reps, ks, [int(b) for b in args.batches.split(",")])
     if not args.skip_quality:
         ttt_quality(args.quick, [64, 256] if args.quick else [256, 800], [1, 4, 16])
 

@@ -29,6 +29,12 @@ from jaxpuct.selection import (
     puct_scores,
 )
 from jaxpuct.solver import SolverConfig, solver_action
+from jaxpuct.stochastic import (
+    ChanceRecurrentFnOutput,
+    DecisionRecurrentFnOutput,
+    stochastic_policy,
+    stochastic_search,
+)
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchSummary
 from jaxpuct.virtual_loss import VirtualLoss
@@ -36,7 +42,9 @@ from jaxpuct.virtual_loss import VirtualLoss
 __version__ = "0.2.0"
 
 __all__ = [
+    "ChanceRecurrentFnOutput",
     "CompletedQConfig",
+    "DecisionRecurrentFnOutput",
     "GraphConfig",
     "ILLEGAL",
     "UNEXPANDED",
@@ -64,6 +72,8 @@ __all__ = [
     "sample_action",
     "search",
     "solver_action",
+    "stochastic_policy",
+    "stochastic_search",
     "subtree",
     "subtree_or_init",
     "subtree_path",

@@ -192,7 +192,7 @@ def alphazero_policy(
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
     batch_size, num_actions = (validation.check_root(root) if tree is None
                                else validation.check_root_fits_tree(root, tree))
-    _check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
+    check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     if invalid_actions is not None:
         validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
     shared_key, element_keys = validation.split_keys(rng_key, batch_size)
@@ -249,7 +249,7 @@ def _split_per_element(element_keys: chex.Array) -> tuple[chex.Array, chex.Array
     return pairs[:, 0], pairs[:, 1]
 
 
-def _check_policy_numbers(batch_size: int, dirichlet_fraction: Any, dirichlet_alpha: Any,
+def check_policy_numbers(batch_size: int, dirichlet_fraction: Any, dirichlet_alpha: Any,
                           temperature: Any) -> None:
     """Shapes and (where concrete) ranges of the policy's numeric arguments."""
     validation.check_scalar_or_batch("temperature", temperature, batch_size)

@@ -38,7 +38,7 @@ from jaxpuct.numerics import finite_or_zero, prior_and_legal
 from jaxpuct.roots import build_tree, check_init_args, root_prior_and_legal
 from jaxpuct.selection import PUCTConfig, SelectionRule, puct_rule
 from jaxpuct.solver import SolverConfig
-from jaxpuct.tree import ILLEGAL, NodeData, Tree, store_nodes, with_second_moment
+from jaxpuct.tree import ILLEGAL, NodeData, Tree, store_nodes, with_second_moment, write_nodes
 from jaxpuct.types import RecurrentFn
 from jaxpuct.virtual_loss import VirtualLoss
 
@@ -371,10 +371,17 @@ class _MultiWalks(NamedTuple):
     num_edges: chex.Array  # [K, B]; 0 for an invalid (no-op) walk
     expand: chex.Array  # [K, B]
     saved_values: chex.Array  # [K, B, D + 1] values virtual loss overwrote
+    first: chex.Array | None  # [K, B, D + 1] the step's first overwrite ("loss" mode)
 
     def walk(self, k: chex.Array) -> Walk:
         return Walk(path_nodes=self.path_nodes[k], path_actions=self.path_actions[k],
                     num_edges=self.num_edges[k], expand=self.expand[k])
+
+    def leaf_edges(self) -> tuple[chex.Array, chex.Array]:
+        """``(parent [K, B], action [K, B])`` of each walk's last edge."""
+        last = jnp.maximum(self.num_edges - 1, 0)[..., None]
+        return (jnp.take_along_axis(self.path_nodes, last, axis=-1)[..., 0],
+                jnp.take_along_axis(self.path_actions, last, axis=-1)[..., 0])
 
 
 class _StepState(NamedTuple):
@@ -382,6 +389,7 @@ class _StepState(NamedTuple):
 
     tree: Tree
     marks: chex.Array | None  # [B, N], graph search only
+    stamp: chex.Array | None  # [B, N] step that last overwrote a value ("loss" mode)
     walks: _MultiWalks
 
 
@@ -404,19 +412,27 @@ def run_multi_search(
     :func:`search` and :mod:`jaxpuct.virtual_loss`).
 
     A step: ``K`` walks in turn, each marking its path with virtual loss and
-    claiming its unexpanded edge; the marks undone (last walk first), which
-    restores the tree bit for bit; one ``recurrent_fn`` call on the ``[B * K]``
-    leaves (row ``b * K + k``); then walk by walk, the leaf stored and the path
-    backed up exactly as a one-leaf simulation would. Walk ``k`` of step ``t``
-    uses simulation number ``t * K + k`` for its selection keys and graph marks;
-    ``recurrent_fn``'s key is folded with ``t``. With ``K = 1`` this computes
-    the same trees as the one-leaf loop.
+    claiming its unexpanded edge; the marks of all ``K`` undone at once
+    (:func:`jaxpuct.virtual_loss.undo_step`, which restores the tree bit for
+    bit); one ``recurrent_fn`` call on the ``[B * K]`` leaves (row ``b * K + k``);
+    then the leaves stored and the paths backed up: in tree mode all ``K`` in one
+    pass (:func:`expand_tree_step`, :func:`backup_step`), in graph mode walk by
+    walk (a leaf may be a transposition of one stored earlier in the step).
+    Walk ``k`` of step ``t`` uses simulation number ``t * K + k`` for its
+    selection keys and graph marks; ``recurrent_fn``'s key is folded with ``t``.
+    With ``K = 1`` this computes the same trees as the one-leaf loop.
+
+    Cost per step: the ``K`` walks and their marks, O(K * B * depth) in ``K``
+    sequential loops; the undo, the storage and the backup O(K * B * depth) in
+    one loop each (why: on a CPU at small ``B`` each loop iteration costs a
+    fixed overhead per operation, whatever the sizes).
     """
     batch_size, k_total = tree.batch_size, leaves_per_step
     rows = jnp.arange(batch_size)
     flat_like = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct((batch_size * k_total,) + x.shape[1:], x.dtype),
         embedding_like)
+    track = virtual_loss.mode == "loss"
 
     def walk_one(step, k, state: _StepState) -> _StepState:
         sim = step * k_total + k
@@ -430,35 +446,26 @@ def run_multi_search(
         invalid = walk.expand & (state.tree.children_index[rows, parent, action] == ILLEGAL)
         num_edges = jnp.where(invalid, 0, walk.num_edges)
         expand = walk.expand & ~invalid
-        tree, saved = vl_lib.apply(state.tree, virtual_loss, walk.path_nodes,
-                                   walk.path_actions, num_edges, expand, walks.saved_values[k])
+        tree, saved, stamp, first = vl_lib.apply_in_step(
+            state.tree, virtual_loss, walk.path_nodes, walk.path_actions, num_edges, expand,
+            walks.saved_values[k], state.stamp, step,
+            None if walks.first is None else walks.first[k])
         tree = vl_lib.set_claims(tree, parent, action, expand, vl_lib.CLAIMED)
         walks = _MultiWalks(
             path_nodes=walks.path_nodes.at[k].set(walk.path_nodes),
             path_actions=walks.path_actions.at[k].set(walk.path_actions),
             num_edges=walks.num_edges.at[k].set(num_edges),
             expand=walks.expand.at[k].set(expand),
-            saved_values=walks.saved_values.at[k].set(saved))
-        return _StepState(tree, marks, walks)
-
-    def undo_one(i, tree: Tree, walks: _MultiWalks) -> Tree:
-        k = k_total - 1 - i
-        walk = walks.walk(k)
-        parent, action = walk.leaf_edge()
-        tree = vl_lib.set_claims(tree, parent, action, walk.expand, vl_lib.RELEASED)
-        return vl_lib.undo(tree, virtual_loss, walk.path_nodes, walk.path_actions,
-                           walk.num_edges, walk.expand, walks.saved_values[k])
+            saved_values=walks.saved_values.at[k].set(saved),
+            first=None if first is None else walks.first.at[k].set(first))
+        return _StepState(tree, marks, stamp, walks)
 
     def store_one(k, tree: Tree, walks: _MultiWalks, leaves: NodeData) -> Tree:
         walk = walks.walk(k)
-        leaf = jax.tree.map(lambda x: x[:, k], leaves)
-        if graph is None:
-            tree, leaf_return = expand_tree(tree, walk, leaf)
-            tree = backup(tree, walk, leaf_return)
-        else:
-            parent, action = walk.leaf_edge()
-            tree = graph_lib.add_leaves(tree, graph, parent, action, walk.expand, leaf)
-            tree = backup_graph(tree, walk)
+        leaf = jax.tree.map(lambda x: x[k], leaves)
+        parent, action = walk.leaf_edge()
+        tree = graph_lib.add_leaves(tree, graph, parent, action, walk.expand, leaf)
+        tree = backup_graph(tree, walk)
         if solver is not None:
             # full: an earlier walk of this step may have proven a node on this path.
             tree = solver_lib.backup_proofs(tree, walk, solver, full=True)
@@ -467,35 +474,133 @@ def run_multi_search(
     def step_fn(step, state: _StepState) -> _StepState:
         state = jax.lax.fori_loop(0, k_total, functools.partial(walk_one, step), state)
         walks = state.walks
-        tree = jax.lax.fori_loop(0, k_total,
-                                 lambda i, t: undo_one(i, t, walks), state.tree)
+        tree = vl_lib.undo_step(state.tree, virtual_loss, walks.path_nodes, walks.path_actions,
+                                walks.num_edges, walks.expand, walks.saved_values,
+                                walks.first)
         # [K, B] leaf edges -> one [B * K] network call (row b * K + k).
-        parents = jnp.take_along_axis(walks.path_nodes,
-                                      jnp.maximum(walks.num_edges - 1, 0)[..., None],
-                                      axis=-1)[..., 0].T
-        actions = jnp.take_along_axis(walks.path_actions,
-                                      jnp.maximum(walks.num_edges - 1, 0)[..., None],
-                                      axis=-1)[..., 0].T
+        parents, actions = walks.leaf_edges()
         embedding = jax.tree.map(
-            lambda x: x[rows[:, None], parents].reshape((-1,) + x.shape[2:]), tree.embeddings)
+            lambda x: x[rows[:, None], parents.T].reshape((-1,) + x.shape[2:]),
+            tree.embeddings)
         key = jax.random.fold_in(shared_key, step)
-        flat = evaluate_edges(params, key, embedding, actions.reshape(-1), recurrent_fn,
+        flat = evaluate_edges(params, key, embedding, actions.T.reshape(-1), recurrent_fn,
                               flat_like, graph, tree.num_actions)
-        leaves = jax.tree.map(lambda x: x.reshape((batch_size, k_total) + x.shape[1:]), flat)
-        tree = jax.lax.fori_loop(0, k_total, lambda k, t: store_one(k, t, walks, leaves), tree)
-        return _StepState(tree, state.marks, walks)
+        # [B * K] -> [K, B], the layout of the path records.
+        leaves = jax.tree.map(
+            lambda x: jnp.swapaxes(x.reshape((batch_size, k_total) + x.shape[1:]), 0, 1),
+            flat)
+        if graph is None:
+            tree, leaf_return = expand_tree_step(tree, walks, parents, actions, leaves)
+            tree = backup_step(tree, walks, leaf_return)
+            if solver is not None:
+                # Walk by walk, full: an earlier walk may prove a node on a later path.
+                tree = jax.lax.fori_loop(0, k_total, lambda k, t: solver_lib.backup_proofs(
+                    t, walks.walk(k), solver, full=True), tree)
+        else:
+            tree = vl_lib.set_claims(tree, parents, actions, walks.expand, vl_lib.RELEASED)
+            tree = jax.lax.fori_loop(0, k_total,
+                                     lambda k, t: store_one(k, t, walks, leaves), tree)
+        return _StepState(tree, state.marks, state.stamp, walks)
 
     marks = None if graph is None else jnp.full(tree.node_visits.shape, -1, jnp.int32)
+    stamp = jnp.full(tree.node_visits.shape, -1, jnp.int32) if track else None
     path_len = depth_limit + 1
-    init = _StepState(tree=tree, marks=marks, walks=_MultiWalks(
+    init = _StepState(tree=tree, marks=marks, stamp=stamp, walks=_MultiWalks(
         path_nodes=jnp.full((k_total, batch_size, path_len), Tree.ROOT_INDEX, jnp.int32),
         path_actions=jnp.zeros((k_total, batch_size, depth_limit), jnp.int32),
         num_edges=jnp.zeros((k_total, batch_size), jnp.int32),
         expand=jnp.zeros((k_total, batch_size), jnp.bool_),
-        saved_values=jnp.zeros((k_total, batch_size, path_len), jnp.float32)))
+        saved_values=jnp.zeros((k_total, batch_size, path_len), jnp.float32),
+        first=jnp.zeros((k_total, batch_size, path_len), jnp.bool_) if track else None))
     if solver is not None:
         return solver_lib.loop_until_proven(num_steps, step_fn, init).tree
     return jax.lax.fori_loop(0, num_steps, step_fn, init).tree
+
+
+def expand_tree_step(tree: Tree, walks: _MultiWalks, parents: chex.Array,
+                     actions: chex.Array, leaves: NodeData) -> tuple[Tree, chex.Array]:
+    """Tree mode, all ``K`` walks of a step at once: :func:`expand_tree` with
+    ``[K, B]`` leaf edges ``(parents, actions)`` and leaves ``[K, B, ...]``.
+
+    Walk ``k`` gets the ``k``-th free slot among the walks that expand (as if
+    stored one after another); the scatter that links the stored children also
+    releases the claims of leaves that found no room. Returns the tree and the
+    ``[K, B]`` values to back up into each last edge's parent.
+    """
+    rows = jnp.arange(tree.batch_size)
+    expand = walks.expand
+    taken = jnp.cumsum(expand.astype(jnp.int32), axis=0) - expand.astype(jnp.int32)
+    slot = tree.num_nodes + taken
+    store = expand & (slot < tree.max_nodes)
+    slot = jnp.where(store, slot, tree.max_nodes)
+    tree = write_nodes(tree, slot, leaves)
+    edge_parent = jnp.where(expand, parents, tree.max_nodes)
+    tree = tree.replace(
+        num_nodes=tree.num_nodes + jnp.sum(store, axis=0, dtype=jnp.int32),
+        children_index=tree.children_index.at[rows, edge_parent, actions].set(
+            jnp.where(store, slot, vl_lib.RELEASED), mode="drop"))
+    leaf_node = jnp.take_along_axis(walks.path_nodes, walks.num_edges[..., None],
+                                    axis=-1)[..., 0]
+    stopped = (walks.num_edges > 0) & ~expand
+    stopped_return = (tree.node_rewards[rows, leaf_node]
+                      + tree.node_discounts[rows, leaf_node] * tree.node_values[rows, leaf_node])
+    tree = tree.replace(node_visits=tree.node_visits.at[
+        rows, jnp.where(stopped, leaf_node, tree.max_nodes)].add(1, mode="drop"))
+    leaf_return = jnp.where(expand, leaves.reward + leaves.discount * leaves.value,
+                            stopped_return)
+    return tree, leaf_return
+
+
+def backup_step(tree: Tree, walks: _MultiWalks, leaf_return: chex.Array) -> Tree:
+    """Tree-mode backup of all ``K`` walks of a step in one loop over depth
+    (``leaf_return [K, B]`` as from :func:`expand_tree_step`).
+
+    Several walks may pass through a node (at the same depth: this is a tree),
+    so each depth step folds all their returns in at once: with ``m`` walks
+    through a node of count ``n`` and value ``q``, ``n += m`` and
+    ``q = (q * n_old + sum of returns) / (n_old + m)``, the same mean as ``m``
+    one-leaf backups (to rounding). The sums are scatter-adds, so duplicates are
+    fine; O(K * B) per depth step.
+    """
+    rows = jnp.arange(tree.batch_size)
+
+    def fold(array, node, scaled, added, count_after):
+        # (q * n_old + sum of added) / n_new at every node on a path at this depth.
+        array = array.at[rows, node].set(scaled, mode="drop")
+        array = array.at[rows, node].add(added, mode="drop")
+        total = array[rows, jnp.minimum(node, tree.max_nodes - 1)]
+        return array.at[rows, node].set(total / count_after, mode="drop")
+
+    def body(state: _BackupState) -> _BackupState:
+        depth, ret = state.depth, state.leaf_return
+        on_path = depth < walks.num_edges
+        safe = walks.path_nodes[:, :, depth]
+        node = jnp.where(on_path, safe, tree.max_nodes)
+        action = walks.path_actions[:, :, depth]
+        count_int = state.node_visits[rows, safe]
+        count = count_int.astype(jnp.float32)
+        # Counts are >= 0, so this adds exactly 1; reading ``count_int`` in the
+        # update orders the read before the in-place scatter-add (else XLA copies
+        # the [B, N] counts to read them after it).
+        visits = state.node_visits.at[rows, node].add(1 + jnp.minimum(count_int, 0),
+                                                      mode="drop")
+        count_after = visits[rows, safe].astype(jnp.float32)
+        values = fold(state.node_values, node, state.node_values[rows, safe] * count, ret,
+                      count_after)
+        edge_visits = state.edge_visits.at[rows, node, action].add(1, mode="drop")
+        sq_values = state.node_sq_values
+        if sq_values is not None:
+            sq_values = fold(sq_values, node, sq_values[rows, safe] * count, ret * ret,
+                             count_after)
+        parent_ret = tree.node_rewards[rows, safe] + tree.node_discounts[rows, safe] * ret
+        return _BackupState(depth - 1, jnp.where(on_path, parent_ret, ret), visits, values,
+                            edge_visits, sq_values)
+
+    init = _BackupState(jnp.max(walks.num_edges) - 1, leaf_return, tree.node_visits,
+                        tree.node_values, tree.edge_visits, tree.node_sq_values)
+    final = jax.lax.while_loop(lambda s: s.depth >= 0, body, init)
+    return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
+                        edge_visits=final.edge_visits, node_sq_values=final.node_sq_values)
 
 
 def restrict_root(tree: Tree, invalid_actions: chex.Array | None,
@@ -531,7 +636,10 @@ def _advance(tree: Tree, state: _WalkState, action: chex.Array, max_depth: int,
         stop = stop | (tree.proof_plies[rows, safe_child] >= 0)
     marks = state.marks
     if graph is not None:
-        cycle = marks[rows, safe_child] == sim
+        seen = marks[rows, safe_child]
+        # The root is on every path: it needs no mark (a write of it before the
+        # walk made XLA copy the [B, N] marks on every simulation).
+        cycle = (seen == sim) | (child == Tree.ROOT_INDEX)
         stop = stop | cycle
         if graph.stop_at_transposition:
             stop = stop | (tree.edge_visits[rows, node, action]
@@ -574,7 +682,7 @@ def select(tree: Tree, rule: SelectionRule, max_depth: int, rng_keys: chex.Array
         path_nodes=path_nodes, path_actions=path_actions,
         num_edges=jnp.zeros((batch_size,), jnp.int32),
         expand=jnp.zeros((batch_size,), jnp.bool_),
-        marks=None if marks is None else marks.at[:, Tree.ROOT_INDEX].set(sim))
+        marks=marks)
     action = rule.root(tree, root, state.depth, step_keys(state.depth))
     state = _advance(tree, state, action, max_depth, graph, sim)
 

@@ -77,6 +77,8 @@ class _Marks(NamedTuple):
     node_values: chex.Array  # [B, N]
     edge_visits: chex.Array  # [B, N, A]
     saved_values: chex.Array  # [B, D + 1] child values before the change
+    stamp: chex.Array | None = None  # [B, N] step that last overwrote each node's value
+    first: chex.Array | None = None  # [B, D + 1] this walk overwrote the child first
 
 
 def _edge_reward_discount(tree: Tree, node: chex.Array, action: chex.Array,
@@ -127,8 +129,27 @@ def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions:
     Returns:
       ``(tree, saved_values)``; pass both to :func:`undo`.
     """
+    tree, saved, _, _ = apply_in_step(tree, config, path_nodes, path_actions, num_edges,
+                                      expand, saved_values, None, None, None)
+    return tree, saved
+
+
+def apply_in_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
+                  path_actions: chex.Array, num_edges: chex.Array, expand: chex.Array,
+                  saved_values: chex.Array, stamp: chex.Array | None, step: chex.Array | None,
+                  first: chex.Array | None,
+                  ) -> tuple[Tree, chex.Array, chex.Array | None, chex.Array | None]:
+    """:func:`apply` that also tells which overwrites of a child value are the
+    step's first, so that :func:`undo_step` can remove all the step's marks at once.
+
+    ``stamp [B, N]`` holds, per node, the step that last overwrote its value
+    (``step``: this step's number); ``first [B, D + 1]`` is the buffer for the
+    flags (by the child's position on the path). Both ``None`` in ``"visit"``
+    mode or with plain :func:`apply`. Returns ``(tree, saved_values, stamp, first)``.
+    """
     rows = jnp.arange(tree.batch_size)
     n_vl = jnp.int32(config.size)
+    track = stamp is not None and config.mode == "loss"
 
     def body(state: _Marks) -> _Marks:
         depth = state.depth
@@ -139,6 +160,7 @@ def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions:
         node_visits, edge_visits = _shift_visits(state, node, action, count,
                                                  jnp.where(on_path, n_vl, 0))
         values, saved = state.node_values, state.saved_values
+        stamps, firsts = state.stamp, state.first
         if config.mode == "loss":
             safe, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
             reward, discount = _edge_reward_discount(tree, node, action, safe)
@@ -152,15 +174,24 @@ def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions:
             new = jnp.where(discount != 0, (q_eff - reward) / jnp.where(discount != 0,
                                                                         discount, 1.0), old)
             saved = saved.at[:, depth + 1].set(old)
-            values = values.at[rows, jnp.where(has_child, safe, tree.max_nodes)].set(
-                new, mode="drop")
-        return _Marks(depth + 1, node_visits, values, edge_visits, saved)
+            written = jnp.where(has_child, safe, tree.max_nodes)
+            values = values.at[rows, written].set(new, mode="drop")
+            if track:
+                # Only the step's first overwrite of a node saved its original value.
+                seen = stamps[rows, safe]
+                firsts = firsts.at[:, depth + 1].set(seen != step)
+                # ``max(seen, step)`` is ``step`` (stamps are earlier steps); writing
+                # it makes the write depend on the read, so XLA updates the [B, N]
+                # stamps in place instead of copying them to read them afterwards.
+                stamps = stamps.at[rows, written].set(jnp.maximum(seen, step), mode="drop")
+        return _Marks(depth + 1, node_visits, values, edge_visits, saved, stamps, firsts)
 
     init = _Marks(jnp.int32(0), tree.node_visits, tree.node_values, tree.edge_visits,
-                  saved_values)
+                  saved_values, stamp if track else None, first if track else None)
     final = jax.lax.while_loop(lambda s: s.depth < jnp.max(num_edges), body, init)
     return (tree.replace(node_visits=final.node_visits, node_values=final.node_values,
-                         edge_visits=final.edge_visits), final.saved_values)
+                         edge_visits=final.edge_visits), final.saved_values,
+            final.stamp if track else stamp, final.first if track else first)
 
 
 def undo(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: chex.Array,
@@ -190,6 +221,44 @@ def undo(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: 
     init = _Marks(jnp.max(num_edges) - 1, tree.node_visits, tree.node_values,
                   tree.edge_visits, saved_values)
     final = jax.lax.while_loop(lambda s: s.depth >= 0, body, init)
+    return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
+                        edge_visits=final.edge_visits)
+
+
+def undo_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
+              path_actions: chex.Array, num_edges: chex.Array, expand: chex.Array,
+              saved_values: chex.Array, first: chex.Array | None) -> Tree:
+    """Removes the marks of all ``K`` walks of a step at once (arguments of
+    :func:`apply_in_step`, stacked ``[K, B, ...]``).
+
+    One loop over depth handles the ``K`` walks together: the counts fall back by
+    a scatter-add (duplicate nodes simply add up) and each overwritten child
+    value is restored from the walk that overwrote it *first* in the step (one
+    writer per node, so the scatter has no duplicates). Cost O(K * B) per depth
+    step, against ``K`` loops of O(B) for walk-by-walk :func:`undo`; the result
+    is the same, bit for bit.
+    """
+    rows = jnp.arange(tree.batch_size)[None, :]
+    n_vl = jnp.int32(config.size)
+
+    def body(state: _Marks) -> _Marks:
+        depth = state.depth
+        on_path = depth < num_edges  # [K, B]
+        node = jnp.where(on_path, path_nodes[:, :, depth], tree.max_nodes)
+        action = path_actions[:, :, depth]
+        node_visits = state.node_visits.at[rows, node].add(-n_vl, mode="drop")
+        edge_visits = state.edge_visits.at[rows, node, action].add(-n_vl, mode="drop")
+        values = state.node_values
+        if config.mode == "loss":
+            has_child = on_path & ((depth < num_edges - 1) | ~expand)
+            restore = has_child & first[:, :, depth + 1]
+            child = jnp.where(restore, path_nodes[:, :, depth + 1], tree.max_nodes)
+            values = values.at[rows, child].set(saved_values[:, :, depth + 1], mode="drop")
+        return _Marks(depth + 1, node_visits, values, edge_visits, state.saved_values)
+
+    init = _Marks(jnp.int32(0), tree.node_visits, tree.node_values, tree.edge_visits,
+                  saved_values)
+    final = jax.lax.while_loop(lambda s: s.depth < jnp.max(num_edges), body, init)
     return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
                         edge_visits=final.edge_visits)
 

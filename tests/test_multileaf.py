@@ -272,19 +272,23 @@ def test_ttt_most_visited_move_is_minimax_optimal(k, sims):
     assert not misses, f"{len(misses)} of {len(_MIDGAME)} non-optimal: {misses[:5]}"
 
 
-@functools.partial(jax.jit, static_argnames=("max_nodes",))  # default XLA pipeline
-def _ttt_search_k4(state, *, max_nodes):
-    return jaxpuct.search(None, jax.random.key(0), oracles.ttt_root(state),
-                          oracles.ttt_recurrent_fn, 8, max_nodes=max_nodes, max_depth=9,
-                          leaves_per_step=4)
+@functools.partial(jax.jit, static_argnames=("max_nodes", "k", "graph"))  # default XLA pipeline
+def _ttt_search_hlo(state, *, max_nodes, k, graph):
+    with_hash = graph is not None
+    return jaxpuct.search(None, jax.random.key(0), oracles.ttt_root(state, with_hash=with_hash),
+                          oracles.make_ttt_recurrent_fn(with_hash=with_hash), 8,
+                          max_nodes=max_nodes, max_depth=9, leaves_per_step=k, graph=graph)
 
 
-def test_multi_leaf_step_does_not_copy_tree_sized_arrays():
+@pytest.mark.parametrize("k,graph", [(4, None), (1, GRAPH), (4, GRAPH)],
+                         ids=["tree-k4", "graph-k1", "graph-k4"])
+def test_search_step_does_not_copy_tree_sized_arrays(k, graph):
     """As ``test_search.test_simulation_does_not_copy_tree_sized_arrays``, for the
-    multi-leaf engine with the value penalty (tree mode): the marks, claims and
-    their undo are in-place scatters."""
+    multi-leaf engine with the value penalty and for graph search (one leaf and
+    several): the marks, claims, their undo and the graph's cycle marks are
+    in-place scatters."""
     state = oracles.ttt_batch([oracles.TTT_EMPTY] * 3)
-    hlo = _ttt_search_k4.lower(state, max_nodes=777).compile().as_text()
+    hlo = _ttt_search_hlo.lower(state, max_nodes=777, k=k, graph=graph).compile().as_text()
     assert "777" in hlo
     copies = _copies_in_loops(hlo, "777")
     assert not copies, "tree-sized copies inside the search loop:\n" + "\n".join(copies)

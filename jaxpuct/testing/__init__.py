@@ -10,6 +10,9 @@ Submodules:
   ``root``/``recurrent_fn`` for it;
 * :mod:`jaxpuct.testing.random_games`: random finite games (trees or DAGs) solved
   by backward induction, with their ``root``/``recurrent_fn``;
+* :mod:`jaxpuct.testing.stochastic_games`: stochastic games for chance-node
+  search: a hashed game, and 2048 on an ``n x n`` board with an exact NumPy
+  expectimax solver;
 * :mod:`jaxpuct.testing.synthetic`: a cheap hashed-integer game for benchmarks;
 * :mod:`jaxpuct.testing.pure_search`: search functions with a uniform prior and a
   zero value for any :class:`jaxpuct.envs.adapter.Environment`;
@@ -19,7 +22,7 @@ Submodules:
   user's ``recurrent_fn`` and root against the search's interface.
 """
 
-from jaxpuct.testing import pure_search, random_games, synthetic, tictactoe
+from jaxpuct.testing import pure_search, random_games, stochastic_games, synthetic, tictactoe
 from jaxpuct.testing._common import (
     MASKED_LOGIT,
     RecurrentFn,
@@ -52,6 +55,7 @@ __all__ = [
     "masked_logits",
     "pure_search",
     "random_games",
+    "stochastic_games",
     "synthetic",
     "tictactoe",
     "zero_apply",
