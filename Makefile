@@ -19,9 +19,12 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m examples.demo
 
-# Lint first: CI runs `make test`, so style problems fail CI too.
+# Lint first: CI runs `make test`, so style problems fail CI too. Two pytest workers,
+# one test file each at a time (module-level jitted helpers stay shared): the suite is
+# dominated by XLA compiles, which use one core each.
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest tests -p no:cacheprovider
+	$(PY) -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.compare_mctx

@@ -1,7 +1,8 @@
 """MCTS-solver (``solver=True``): exactness and decision quality against oracles.
 
 1. Tic-tac-toe, every reachable non-terminal position (4520), uniform prior, zero
-   value, exact terminals, ``PUCTConfig()``, temperature 0, no noise: the share of
+   value (``--ttt-rollouts R``: the mean of R uniform random rollouts instead), exact
+   terminals, ``PUCTConfig()``, temperature 0, no noise: the share of
    positions where the move played is minimax-optimal, with and without the solver,
    at S = 64, 200 and 800; with the solver also the share of roots proven and a
    check that every proven node of every tree holds the exact minimax value.
@@ -16,7 +17,8 @@
 3. ``--speed-reps R``: the time of a search with and without the solver where almost
    nothing gets proven (connect four openings, B = 64, S = 128), interleaved.
 
-    python -m benchmarks.solver [--ttt-sims 64 200 800] [--c4-sims 100 400 1600]
+    python -m benchmarks.solver [--ttt-sims 64 200 800] [--ttt-rollouts 0 1 8]
+                                [--c4-sims 100 400 1600]
                                 [--graph] [--speed-reps 7]
 """
 
@@ -36,15 +38,53 @@ from jaxpuct.testing import tictactoe
 # ----------------------------------------------------------------- tic-tac-toe
 
 
-def ttt(budgets: list[int]) -> None:
+def _rollout_recurrent_fn(rollouts: int):
+    """Tic-tac-toe with the leaf value of ``rollouts`` uniform random playouts.
+
+    The evaluator of OpenSpiel's ``MCTSBot`` (``RandomRolloutEvaluator``), averaged
+    over ``rollouts`` playouts; the playouts draw from the key the search hands to
+    ``recurrent_fn``.
+    """
+
+    def playout(state: tictactoe.State, key: jax.Array) -> jax.Array:
+        def body(_, carry):
+            state, total, sign, key = carry
+            key, sub = jax.random.split(key)
+            noise = jax.random.gumbel(sub, state.board.shape)
+            action = jnp.argmax(jnp.where(tictactoe.legal(state), noise, -jnp.inf), -1)
+            already_over = state.terminal
+            state, reward, _ = tictactoe.step(state, action)
+            total = total + jnp.where(already_over, 0.0, sign * reward)
+            return state, total, -sign, key
+
+        zeros = jnp.zeros(state.board.shape[:1], jnp.float32)
+        # Returns from the view of the player to move at the leaf: their own moves
+        # count +, the opponent's -.
+        _, total, _, _ = jax.lax.fori_loop(
+            0, tictactoe.NUM_ACTIONS, body, (state, zeros, jnp.ones_like(zeros), key))
+        return total
+
+    def recurrent_fn(params, key, action, state):
+        out, new_state = tictactoe.recurrent_fn(params, key, action, state)
+        keys = jax.random.split(key, rollouts)
+        value = jnp.mean(jax.vmap(lambda k: playout(new_state, k))(keys), axis=0)
+        return out.replace(value=jnp.where(new_state.terminal, 0.0, value)), new_state
+
+    return recurrent_fn
+
+
+def ttt(budgets: list[int], rollouts: int = 0) -> None:
+    recurrent_fn = (tictactoe.recurrent_fn if rollouts == 0
+                    else _rollout_recurrent_fn(rollouts))
     positions = tictactoe.all_positions()
     state = tictactoe.batch(positions)
     optimal = [tictactoe.optimal_moves(p) for p in positions]
-    print(f"tic-tac-toe, {len(positions)} positions: minimax-optimal move share")
+    value = "zero value" if rollouts == 0 else f"value = mean of {rollouts} random rollouts"
+    print(f"tic-tac-toe, {len(positions)} positions, {value}: minimax-optimal move share")
     for sims in budgets:
         for solver in (False, True):
             fn = jax.jit(lambda s, sims=sims, solver=solver: jaxpuct.alphazero_policy(
-                None, jax.random.key(0), tictactoe.root(s), tictactoe.recurrent_fn, sims,
+                None, jax.random.key(0), tictactoe.root(s), recurrent_fn, sims,
                 dirichlet_fraction=0.0, temperature=0.0, solver=solver))
             start = time.perf_counter()
             out = jax.block_until_ready(fn(state))
@@ -284,6 +324,9 @@ def speed(reps: int, batch: int = 64, sims: int = 128) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ttt-sims", type=int, nargs="*", default=[64, 200, 800])
+    parser.add_argument("--ttt-rollouts", type=int, nargs="*", default=[0],
+                        help="tic-tac-toe leaf values: 0 = zero value, R = mean of R "
+                             "uniform random rollouts (OpenSpiel MCTSBot's evaluator)")
     parser.add_argument("--c4-sims", type=int, nargs="*", default=[100, 400, 1600])
     parser.add_argument("--c4-positions", type=int, default=100)
     parser.add_argument("--speed-reps", type=int, default=0)
@@ -291,8 +334,8 @@ def main() -> None:
                         help="connect four: also the solver with graph search")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}")
-    if args.ttt_sims:
-        ttt(args.ttt_sims)
+    for rollouts in args.ttt_rollouts if args.ttt_sims else []:
+        ttt(args.ttt_sims, rollouts)
     if args.c4_sims:
         connect_four(args.c4_positions, args.c4_sims, graph=args.graph)
     if args.speed_reps:
