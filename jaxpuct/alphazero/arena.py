@@ -59,6 +59,7 @@ _PASS_ACTION = {"othello": 64}
 # player, the second ends the game).
 _MAX_FORCED_PASSES = 2
 
+_SEED_RANGE = 2**31
 # ``(keys [B], pgx states [B]) -> actions [B]`` int32.
 Agent = Callable[[jax.Array, Any], jax.Array]
 
@@ -264,7 +265,8 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
       agent: ``(keys [B], pgx states [B]) -> actions [B]`` (jitted; see
         :func:`network_agent`, :func:`pure_search_agent`).
       game: one of :data:`ARENA_GAMES`.
-      bot: the OpenSpiel opponent; game ``g`` seeds its bot with ``seed + g``.
+      bot: the OpenSpiel opponent; game ``g`` seeds its bot with ``seed + g``
+        (modulo ``2**31``).
       num_games: ``B >= 2``.
       seed: of the pgx states, the agent's keys and the bots.
       progress: called with a line whenever games end.
@@ -288,7 +290,9 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
     first_id = np.asarray(state.current_player)
     agent_first = np.arange(b) < b // 2
     agent_id = np.where(agent_first, first_id, 1 - first_id)
-    bots = [make_bot(bot, os_game, int(agent_first[g]), seed + g) for g in range(b)]
+    # OpenSpiel's seeds are C++ ints: keep them in [0, 2**31).
+    bots = [make_bot(bot, os_game, int(agent_first[g]), (seed + g) % _SEED_RANGE)
+            for g in range(b)]
     os_states = [os_game.new_initial_state() for _ in range(b)]
     rewards = np.zeros((b, 2), np.float32)  # summed pgx rewards, by player id
     plies = np.zeros(b, np.int64)
@@ -323,7 +327,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
                                          f"{os_player})")
             if agent_to_move[g]:
                 action = int(agent_actions[g])
-                if not legal[g, action]:
+                if not 0 <= action < legal.shape[1] or not legal[g, action]:
                     raise ArenaMismatchError(f"{where}: the agent chose illegal {action}")
             else:
                 tic = time.perf_counter()
