@@ -460,3 +460,16 @@ def test_mcts_evaluation_goes_to_metrics_and_plot(tmp_path, fast_cli, monkeypatc
                                          "--mcts-simulations", "8",
                                          "--run-dir", str(tmp_path / "go")])
     assert "--mcts-simulations" in message and "go_9x9" in message
+
+
+def test_arena_loads_the_network_of_a_run(tmp_path, trainer, reference):
+    """arena.network_agent restores a run's newest checkpoint and its search plays
+    (what examples/arena.py --run-dir does)."""
+    pytest.importorskip("pyspiel")
+    from jaxpuct.alphazero import arena
+    run_dir = str(tmp_path / "run")
+    _save_reference(trainer, reference, run_dir, [1, 2])
+    agent, game, description = arena.network_agent(run_dir, num_simulations=2)
+    assert game == "tic_tac_toe" and "iteration 2, 2 simulations" in description
+    result = arena.play_match(agent, game, arena.BotSpec(kind="random"), num_games=2)
+    assert result.first.games == result.second.games == 1
