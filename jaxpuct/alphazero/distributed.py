@@ -15,8 +15,9 @@ ignore that option.
 
 A sharded array is not readable as a whole from one process (its other shards
 live in other processes): :func:`host_value` gathers it onto every process first
-(``multihost_utils.process_allgather``), and :func:`digest` hashes what it gathers,
-the same on every process and the same as a one-process run of the same batch.
+(replicated by a jitted identity, or ``multihost_utils.process_allgather``), and
+:func:`digest` hashes what it gathers, the same on every process and the same as a
+one-process run of the same batch.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 __all__ = ["digest", "host_value", "initialize"]
 
@@ -60,17 +62,32 @@ def initialize(coordinator_address: str, num_processes: int, process_id: int, *,
                                num_processes=num_processes, process_id=process_id)
 
 
-def _leaf_value(x: Any) -> np.ndarray:
-    if not isinstance(x, jax.Array) or x.is_fully_addressable or x.is_fully_replicated:
-        return np.asarray(jax.device_get(x))
-    from jax.experimental import multihost_utils
-    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+def _is_split(x: Any) -> bool:
+    """A ``jax.Array`` with shards in other processes."""
+    return isinstance(x, jax.Array) and not (x.is_fully_addressable or x.is_fully_replicated)
 
 
 def host_value(tree: Any) -> Any:
     """``tree`` with every array leaf as a whole NumPy array on this host (sharded
-    leaves gathered from all processes; a collective: call it in every process)."""
-    return jax.tree.map(_leaf_value, tree)
+    leaves gathered from all processes; a collective: call it in every process).
+
+    The leaves on a ``NamedSharding`` are replicated by one jitted identity (one
+    compilation for the whole tree, where ``process_allgather`` compiles one per
+    leaf shape); others go through ``process_allgather``.
+    """
+    leaves, treedef = jax.tree.flatten(tree)
+    named = [i for i, x in enumerate(leaves)
+             if _is_split(x) and isinstance(x.sharding, NamedSharding)]
+    if named:
+        out = tuple(NamedSharding(leaves[i].sharding.mesh, PartitionSpec()) for i in named)
+        gathered = jax.jit(lambda *xs: xs, out_shardings=out)(*(leaves[i] for i in named))
+        for i, x in zip(named, gathered, strict=True):
+            leaves[i] = x
+    if any(_is_split(x) for x in leaves):
+        from jax.experimental import multihost_utils
+        leaves = [multihost_utils.process_allgather(x, tiled=True) if _is_split(x) else x
+                  for x in leaves]
+    return treedef.unflatten([np.asarray(jax.device_get(x)) for x in leaves])
 
 
 def digest(tree: Any) -> str:
