@@ -443,11 +443,10 @@ def test_mcts_evaluation_goes_to_metrics_and_plot(tmp_path, fast_cli, monkeypatc
     monkeypatch.setattr(cli, "evaluate", lambda *args: {})
     run_dir = tmp_path / "run"
     cli.main([a for a in TINY_ARGS if a != "--no-plot"]
-             + ["--run-dir", str(run_dir), "--iterations", "2", "--mcts-simulations", "8",
-                "--mcts-every", "2", "--mcts-games", "8"])
+             + ["--run-dir", str(run_dir), "--iterations", "1", "--mcts-simulations", "8",
+                "--mcts-games", "8"])
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert "mcts_score" not in records[0]
-    last = records[1]
+    last = records[0]
     counts = [last[f"eval_mcts_{c}_{r}"] for c in ("first", "second")
               for r in ("win", "draw", "loss")]
     assert sum(counts[:3]) == sum(counts[3:]) == 4
@@ -456,6 +455,12 @@ def test_mcts_evaluation_goes_to_metrics_and_plot(tmp_path, fast_cli, monkeypatc
     assert last["mcts_score_low"] <= score <= last["mcts_score_high"]
     assert last["mcts_simulations"] == 8
     assert (run_dir / "metrics.png").exists()
+    # Cadence: with the evaluations, or every --mcts-every iterations.
+    options = az.RunOptions(mcts_simulations=8, eval_every=0)
+    assert [cli.mcts_due(options, i, i == 3) for i in (1, 2, 3)] == [False, False, True]
+    options = az.RunOptions(mcts_simulations=8, mcts_every=2)
+    assert [cli.mcts_due(options, i, False) for i in (1, 2, 3, 4)] == [False, True, False, True]
+    assert not cli.mcts_due(az.RunOptions(), 4, True)
     message = _exit_message(TINY_ARGS + ["--game", "go_9x9", "--buffer-size", "2048",
                                          "--mcts-simulations", "8",
                                          "--run-dir", str(tmp_path / "go")])
