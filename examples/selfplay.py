@@ -86,6 +86,38 @@ def evaluate(trainer: az.Trainer, params, iteration: int, seed: int) -> dict:
     return out
 
 
+def mcts_due(options: az.RunOptions, iteration: int, evaluating: bool) -> bool:
+    """Whether this iteration plays OpenSpiel's MCTSBot (``--mcts-simulations``)."""
+    if not options.mcts_simulations:
+        return False
+    return evaluating if not options.mcts_every else iteration % options.mcts_every == 0
+
+
+def evaluate_mcts(trainer: az.Trainer, params, iteration: int, seed: int,
+                  options: az.RunOptions) -> dict:
+    """The greedy agent against OpenSpiel's MCTSBot (``jaxpuct.alphazero.arena``):
+    W/D/L by colour as ``eval_mcts_*`` counts, and the score with its Wilson 95%
+    interval and the Elo difference as ``mcts_*`` (infinite Elo bounds become null
+    in ``metrics.jsonl``)."""
+    from jaxpuct.alphazero import arena
+    bot = arena.BotSpec(kind="mcts", simulations=options.mcts_simulations)
+    # Its own seeds: (run seed + 1) with the iteration, apart from training's.
+    match_seed = (seed + EVAL_SEED_OFFSET) * 1_000_003 + iteration * 10_007
+    result = arena.play_match(lambda keys, state: trainer.act(params, keys, state),
+                              trainer.config.game, bot, options.mcts_games, seed=match_seed)
+    out = {}
+    for colour, score in (("first", result.first), ("second", result.second)):
+        out.update({f"eval_mcts_{colour}_win": score.wins,
+                    f"eval_mcts_{colour}_draw": score.draws,
+                    f"eval_mcts_{colour}_loss": score.losses})
+    total = result.total
+    out.update({"mcts_simulations": options.mcts_simulations, "mcts_score": total.score,
+                "mcts_score_low": total.score_low, "mcts_score_high": total.score_high,
+                "mcts_elo": total.elo, "mcts_elo_low": total.elo_low,
+                "mcts_elo_high": total.elo_high})
+    return out
+
+
 def write_csv(run_dir: str, records: list[dict]) -> None:
     keys = sorted({k for r in records for k in r}, key=lambda k: (k != "iteration", k))
     with open(os.path.join(run_dir, "metrics.csv"), "w", newline="") as f:
@@ -99,7 +131,9 @@ def plot(run_dir: str, records: list[dict]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    mcts = [r for r in records if r.get("mcts_score") is not None]
+    fig, axes = plt.subplots(1, 3 if mcts else 2, figsize=(16 if mcts else 11, 4))
+    ax1, ax2 = axes[0], axes[1]
     train = [r for r in records if r.get("loss") is not None]
     for name in ("loss", "policy_loss", "value_loss"):
         ax1.plot([r["iteration"] for r in train], [r[name] for r in train], label=name)
@@ -107,7 +141,7 @@ def plot(run_dir: str, records: list[dict]) -> str:
     ax1.set_title("training loss")
     ax1.legend()
     evals = [r for r in records if any(k.startswith("eval_") for k in r)]
-    for opp in ("random", "pure_search", "minimax", "any"):
+    for opp in ("random", "pure_search", "minimax", "any", "mcts"):
         rows = [r for r in evals if f"eval_{opp}_first_loss" in r]
         if not rows:
             continue
@@ -119,6 +153,17 @@ def plot(run_dir: str, records: list[dict]) -> str:
     ax2.set_xlabel("iteration")
     ax2.set_title("fraction of evaluation games lost (both colours)")
     ax2.legend()
+    if mcts:
+        x = [r["iteration"] for r in mcts]
+        y = [r["mcts_score"] for r in mcts]
+        err = [[v - r["mcts_score_low"] for v, r in zip(y, mcts, strict=True)],
+               [r["mcts_score_high"] - v for v, r in zip(y, mcts, strict=True)]]
+        axes[2].errorbar(x, y, yerr=err, marker="o", capsize=3)
+        axes[2].axhline(0.5, color="grey", lw=0.5)
+        axes[2].set_ylim(0, 1)
+        axes[2].set_xlabel("iteration")
+        axes[2].set_title(f"score vs OpenSpiel MCTSBot ({mcts[-1]['mcts_simulations']} "
+                          f"simulations), 95% interval")
     fig.tight_layout()
     path = os.path.join(run_dir, "metrics.png")
     fig.savefig(path, dpi=80)
@@ -200,6 +245,10 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     directory or checkpoint, a failed save, or a NaN / infinite loss or parameter
     (then nothing of that iteration is saved)."""
     config, options = parse(argv, defaults)
+    from jaxpuct.alphazero.arena import ARENA_GAMES  # no OpenSpiel import
+    if options.mcts_simulations and config.game not in ARENA_GAMES:
+        sys.exit(f"error: --mcts-simulations: OpenSpiel's MCTSBot plays "
+                 f"{', '.join(ARENA_GAMES)}, not {config.game}")
     start = time.time()
     prepare_run_dir(options)
     trainer, ts = _start(config, options)
@@ -228,11 +277,18 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
         it = int(jax.device_get(ts.iteration))
         record = {"iteration": it, "seconds": round(time.time() - start, 2), **metrics}
         final = it == options.iterations
-        if final or (options.eval_every and it % options.eval_every == 0):
+        evaluating = final or bool(options.eval_every and it % options.eval_every == 0)
+        if evaluating:
             last_eval = evaluate(trainer, ts.params, it, config.seed)
             record.update(last_eval)
             lost = ", ".join(f"{k[5:]}={v}" for k, v in last_eval.items() if k.endswith("_loss"))
             say(f"[{it}] loss {_fmt(metrics['loss'])}; eval losses: {lost}")
+        if mcts_due(options, it, evaluating):
+            mcts = evaluate_mcts(trainer, ts.params, it, config.seed, options)
+            record.update(mcts)
+            say(f"[{it}] vs MCTSBot ({options.mcts_simulations} simulations): score "
+                f"{mcts['mcts_score']:.3f} [{mcts['mcts_score_low']:.3f}, "
+                f"{mcts['mcts_score_high']:.3f}]")
         # The metrics line goes first: a crash during the save then loses no line
         # (a resume drops lines past the checkpoint it restores and recomputes them).
         records.append(record)

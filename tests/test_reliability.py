@@ -432,3 +432,49 @@ def test_size_limited_files_during_save_give_an_error_line(tmp_path, trainer, re
                  reference[2])
     print("\nfault: files limited to 4 KiB (RLIMIT_FSIZE) while saving checkpoint 3: error "
           "line, exit 1, checkpoints [2, 1] kept, 2 restores exactly; data lost: none")
+
+
+# ------------------------------------------------- evaluation against OpenSpiel
+def test_mcts_evaluation_goes_to_metrics_and_plot(tmp_path, fast_cli, monkeypatch):
+    """--mcts-simulations: W/D/L by colour and the score's 95% interval in
+    metrics.jsonl and a third panel in metrics.png. (8 games: the batch size, so
+    the search compiled for the other tests' evaluations is reused.)"""
+    pytest.importorskip("pyspiel")
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    run_dir = tmp_path / "run"
+    cli.main([a for a in TINY_ARGS if a != "--no-plot"]
+             + ["--run-dir", str(run_dir), "--iterations", "1", "--mcts-simulations", "8",
+                "--mcts-games", "8"])
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    last = records[0]
+    counts = [last[f"eval_mcts_{c}_{r}"] for c in ("first", "second")
+              for r in ("win", "draw", "loss")]
+    assert sum(counts[:3]) == sum(counts[3:]) == 4
+    score = (counts[0] + counts[3] + (counts[1] + counts[4]) / 2) / 8
+    assert last["mcts_score"] == pytest.approx(score)
+    assert last["mcts_score_low"] <= score <= last["mcts_score_high"]
+    assert last["mcts_simulations"] == 8
+    assert (run_dir / "metrics.png").exists()
+    # Cadence: with the evaluations, or every --mcts-every iterations.
+    options = az.RunOptions(mcts_simulations=8, eval_every=0)
+    assert [cli.mcts_due(options, i, i == 3) for i in (1, 2, 3)] == [False, False, True]
+    options = az.RunOptions(mcts_simulations=8, mcts_every=2)
+    assert [cli.mcts_due(options, i, False) for i in (1, 2, 3, 4)] == [False, True, False, True]
+    assert not cli.mcts_due(az.RunOptions(), 4, True)
+    message = _exit_message(TINY_ARGS + ["--game", "go_9x9", "--buffer-size", "2048",
+                                         "--mcts-simulations", "8",
+                                         "--run-dir", str(tmp_path / "go")])
+    assert "--mcts-simulations" in message and "go_9x9" in message
+
+
+def test_arena_loads_the_network_of_a_run(tmp_path, trainer, reference):
+    """arena.network_agent restores a run's newest checkpoint and its search plays
+    (what examples/arena.py --run-dir does)."""
+    pytest.importorskip("pyspiel")
+    from jaxpuct.alphazero import arena
+    run_dir = str(tmp_path / "run")
+    _save_reference(trainer, reference, run_dir, [1, 2])
+    agent, game, description = arena.network_agent(run_dir, num_simulations=2)
+    assert game == "tic_tac_toe" and "iteration 2, 2 simulations" in description
+    result = arena.play_match(agent, game, arena.BotSpec(kind="random"), num_games=2)
+    assert result.first.games == result.second.games == 1

@@ -6,8 +6,10 @@ Modules, one job each: :mod:`.config` (what a run computes, and its command
 line), :mod:`.buffer` (replay buffer), :mod:`.networks` (policy-value networks),
 :mod:`.selfplay` (the lockstep self-play step), :mod:`.training` (loss and
 optimiser step), :mod:`.evaluation` (opponents and evaluation games),
-:mod:`.checkpoints` (orbax checkpoints with integrity checks) and :mod:`.trainer`
-(``jax.jit``, donation and the device mesh).
+:mod:`.checkpoints` (orbax checkpoints with integrity checks), :mod:`.trainer`
+(``jax.jit``, donation and the device mesh), :mod:`.distributed` (several processes),
+:mod:`.arena` (matches against OpenSpiel's bots; imports ``pyspiel`` when used) and
+:mod:`.scores` (match scores with intervals, Elo).
 """
 
 from jaxpuct.alphazero.buffer import ReplayBuffer

@@ -200,6 +200,11 @@ class RunOptions:
       overwrite: delete the checkpoints already in run_dir and start afresh.
       progress: show a progress bar.
       plot: write metrics.png at the end.
+      mcts_simulations: simulations of OpenSpiel's MCTSBot (UCT c=2, one random
+        rollout per leaf, solve) as an extra evaluation opponent (0: none;
+        tic_tac_toe, connect_four and othello; needs open-spiel).
+      mcts_every: play MCTSBot every this many iterations (0: at every evaluation).
+      mcts_games: games against MCTSBot per evaluation, half per colour.
     """
 
     iterations: int = _knob(100, minimum=1)
@@ -212,6 +217,9 @@ class RunOptions:
     overwrite: bool = False
     progress: bool = True
     plot: bool = True
+    mcts_simulations: int = _knob(0, minimum=0)
+    mcts_every: int = _knob(0, minimum=0)
+    mcts_games: int = _knob(64, minimum=2)
 
     def __post_init__(self):
         _validate(self)

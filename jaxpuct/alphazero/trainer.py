@@ -15,8 +15,9 @@ all-reduce). ``B`` must be a multiple of the number of devices.
 Multi-host. Call ``jax.distributed.initialize()`` in every process before
 anything else touches JAX; ``jax.devices()`` then lists the devices of all hosts,
 ``Trainer(config, devices=jax.devices())`` builds the mesh over them and every
-process runs the same program (SPMD). Only the single-host path is tested (on
-CPU with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``).
+process runs the same program (SPMD). Tested on CPU: one process with
+``XLA_FLAGS=--xla_force_host_platform_device_count=4``, and two processes with two
+devices each (:mod:`~jaxpuct.alphazero.distributed`, ``examples/distributed_selfplay.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,377 @@
+"""Matches of a jaxpuct player against OpenSpiel bots, in lockstep.
+
+The jaxpuct side (a trained network with search, or a pure search) plays ``B``
+games at once: one jitted search over the batch of pgx states per ply. The
+OpenSpiel side (Lanctot et al. 2019, "OpenSpiel: A Framework for Reinforcement
+Learning in Games") keeps one ``pyspiel`` state per game, in step with the pgx
+state, and its bots move per game in Python: ``pyspiel.MCTSBot`` (UCT,
+Kocsis & Szepesvari 2006, with random-rollout leaf values and, with ``solve``, the
+MCTS-Solver's proven values of Winands et al. 2008) or a uniform random bot.
+
+Actions. pgx and OpenSpiel number the actions of the three games the same way
+(checked cell by cell against OpenSpiel's action names in the tests):
+
+* ``tic_tac_toe``: ``3 * row + column``, row 0 at the top;
+* ``connect_four``: the column, 0 at the left;
+* ``othello``: ``8 * row + column`` from a1 (row 0 is rank 1, column 0 is file a),
+  and 64 is the pass.
+
+Othello's end differs: OpenSpiel ends the game as soon as neither player can move;
+pgx ends it only on a second pass in a row (or a full board, or a colour wiped
+out). So where OpenSpiel has ended and pgx has not, pgx must have the pass as its
+only legal move, and the arena plays it (twice at most) without asking anyone.
+
+Cross-checks, per game and ply (a failure raises :class:`ArenaMismatchError`):
+the player to move, pgx's legal mask against ``legal_actions()``, and at the end
+that both have ended with the same returns. Colours: pgx draws which player id
+moves first; OpenSpiel's player 0 always does, so OpenSpiel player
+``0 if id == first_id else 1`` is pgx player ``id``.
+
+``pyspiel`` is imported inside the functions, so ``import jaxpuct`` (and this
+module) never needs OpenSpiel (``pip install 'jaxpuct[openspiel]'``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpuct.alphazero.config import MAX_MOVES
+from jaxpuct.alphazero.scores import MatchScore, match_score
+
+__all__ = ["ARENA_GAMES", "Agent", "ArenaMismatchError", "BotSpec", "MatchResult",
+           "check_same_position", "make_bot", "network_agent", "openspiel_action",
+           "pgx_action", "play_match", "pure_search_agent"]
+
+ARENA_GAMES: tuple[str, ...] = ("tic_tac_toe", "connect_four", "othello")
+# OpenSpiel's name of each pgx game (the same three names).
+_OPENSPIEL_NAMES = {"tic_tac_toe": "tic_tac_toe", "connect_four": "connect_four",
+                    "othello": "othello"}
+# The pass action where a game has one (the same number in pgx and OpenSpiel).
+_PASS_ACTION = {"othello": 64}
+# The most passes pgx plays after OpenSpiel has ended a game (othello: one per
+# player, the second ends the game).
+_MAX_FORCED_PASSES = 2
+
+_SEED_RANGE = 2**31
+# ``(keys [B], pgx states [B]) -> actions [B]`` int32.
+Agent = Callable[[jax.Array, Any], jax.Array]
+
+
+class ArenaMismatchError(RuntimeError):
+    """pgx and OpenSpiel disagree about a game (legal moves, end or result)."""
+
+
+def _check_game(game: str) -> None:
+    if game not in ARENA_GAMES:
+        raise ValueError(f"game must be one of {', '.join(ARENA_GAMES)}, got {game!r}")
+
+
+def openspiel_action(game: str, action: int) -> int:
+    """The OpenSpiel action of pgx ``action`` in ``game`` (the same number: see the
+    module docstring)."""
+    _check_game(game)
+    return int(action)
+
+
+def pgx_action(game: str, action: int) -> int:
+    """The pgx action of OpenSpiel ``action`` in ``game`` (inverse of
+    :func:`openspiel_action`)."""
+    _check_game(game)
+    return int(action)
+
+
+def check_same_position(game: str, legal: np.ndarray, terminal: bool, os_state: Any,
+                        where: str) -> None:
+    """Raises :class:`ArenaMismatchError` unless pgx's ``legal [A]`` mask and
+    ``terminal`` flag agree with OpenSpiel's ``os_state`` (live games only: a pgx
+    othello game OpenSpiel has ended is the caller's business). ``where`` names the
+    game and ply in the message."""
+    if bool(terminal) != os_state.is_terminal():
+        raise ArenaMismatchError(f"{where}: pgx terminal={bool(terminal)}, OpenSpiel "
+                                 f"terminal={os_state.is_terminal()}\n{os_state}")
+    if terminal:
+        return
+    ours = sorted(openspiel_action(game, a) for a in np.flatnonzero(legal))
+    theirs = sorted(os_state.legal_actions())
+    if ours != theirs:
+        raise ArenaMismatchError(f"{where}: legal actions differ: pgx (as OpenSpiel "
+                                 f"actions) {ours}, OpenSpiel {theirs}\n{os_state}")
+
+
+@dataclasses.dataclass(frozen=True)
+class BotSpec:
+    """An OpenSpiel opponent.
+
+    Attributes:
+      kind: ``"mcts"`` (``pyspiel.MCTSBot``) or ``"random"`` (uniform over the
+        legal moves).
+      simulations: MCTSBot's simulations per move.
+      uct_c: MCTSBot's UCT exploration constant (OpenSpiel's default 2).
+      rollouts: random rollouts per leaf of MCTSBot's ``RandomRolloutEvaluator``.
+      solve: MCTSBot backs up proven wins and losses (MCTS-Solver).
+      max_memory_mb: MCTSBot's tree memory limit.
+    """
+
+    kind: str = "mcts"
+    simulations: int = 1000
+    uct_c: float = 2.0
+    rollouts: int = 1
+    solve: bool = True
+    max_memory_mb: int = 1000
+
+    def __post_init__(self):
+        if self.kind not in ("mcts", "random"):
+            raise ValueError(f"kind must be 'mcts' or 'random', got {self.kind!r}")
+        for name in ("simulations", "rollouts", "max_memory_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not self.uct_c > 0:
+            raise ValueError(f"uct_c must be > 0, got {self.uct_c!r}")
+
+    def describe(self) -> str:
+        if self.kind == "random":
+            return "OpenSpiel uniform random bot"
+        return (f"OpenSpiel MCTSBot ({self.simulations} simulations, UCT c={self.uct_c:g}, "
+                f"{self.rollouts} random rollout(s) per leaf, solve={self.solve})")
+
+
+def make_bot(spec: BotSpec, os_game: Any, player: int, seed: int) -> Any:
+    """A ``pyspiel.Bot`` of ``spec`` for OpenSpiel ``player`` of ``os_game``."""
+    import pyspiel
+    if spec.kind == "random":
+        return pyspiel.make_uniform_random_bot(player, seed)
+    evaluator = pyspiel.RandomRolloutEvaluator(spec.rollouts, seed)
+    return pyspiel.MCTSBot(os_game, evaluator, spec.uct_c, spec.simulations,
+                           spec.max_memory_mb, spec.solve, seed, False)
+
+
+def _greedy_search(fns: Any) -> Agent:
+    from jaxpuct.alphazero import selfplay
+
+    def act(params, keys, state):
+        temperature = jnp.zeros((keys.shape[0],), jnp.float32)
+        return selfplay.search(fns, params, keys, state, dirichlet_fraction=0.0,
+                               temperature=temperature).action
+    return jax.jit(act)
+
+
+def network_agent(run_dir: str, step: int | None = None,
+                  num_simulations: int | None = None) -> tuple[Agent, str, str]:
+    """The greedy agent of a training run (``examples/selfplay.py``'s ``--run-dir``):
+    its search with the network of checkpoint ``step`` (default: the newest intact
+    one), no root noise, the most visited move.
+
+    Args:
+      run_dir: the run directory.
+      step: the checkpoint.
+      num_simulations: per move (default: the run's).
+
+    Returns:
+      ``(agent, game, description)``.
+    """
+    from jaxpuct.alphazero import checkpoints, selfplay
+    from jaxpuct.alphazero.trainer import Trainer
+    config = checkpoints.load_config(run_dir)
+    trainer = Trainer(config, devices=jax.devices()[:1])
+    ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), config, step=step)
+    n = config.num_simulations if num_simulations is None else num_simulations
+    fns = selfplay.make_search_fns(dataclasses.replace(config, num_simulations=n),
+                                   trainer.env, trainer.apply_fn, trainer.game.num_actions)
+    act = _greedy_search(fns)
+    params = ts.params
+    description = (f"jaxpuct network of {run_dir} at iteration {int(ts.iteration)}, "
+                   f"{n} simulations, greedy")
+    return (lambda keys, state: act(params, keys, state)), config.game, description
+
+
+def pure_search_agent(game: str, num_simulations: int, value: str = "zero") -> tuple[Agent, str]:
+    """A greedy PUCT search with a uniform prior and, at each new leaf, ``value``
+    ``"zero"`` (only terminal rewards inform it) or ``"rollouts"`` (the outcome of one
+    uniform random rollout to the end of the game, :mod:`jaxpuct.envs.rollouts` with
+    ``mix = 1``, as MCTSBot's evaluator).
+
+    Returns:
+      ``(agent, description)``.
+    """
+    from jaxpuct.alphazero import selfplay
+    from jaxpuct.alphazero.config import SelfPlayConfig
+    from jaxpuct.envs import rollouts
+    from jaxpuct.envs.pgx_games import make_pgx_game
+    from jaxpuct.testing.pure_search import zero_apply
+    _check_game(game)
+    if value not in ("zero", "rollouts"):
+        raise ValueError(f"value must be 'zero' or 'rollouts', got {value!r}")
+    pgx_game = make_pgx_game(game)
+    # batch_size 1: only the search fields matter here (the buffer is never built).
+    config = SelfPlayConfig(game=game, num_simulations=num_simulations, batch_size=1)
+    fns = selfplay.make_search_fns(config, pgx_game.environment, None, pgx_game.num_actions)
+    if value == "rollouts":
+        fns = dataclasses.replace(fns, recurrent_fn=rollouts.make_recurrent_fn(
+            zero_apply(pgx_game.num_actions), pgx_game.environment, mix=1.0,
+            max_steps=MAX_MOVES[game]))
+    act = _greedy_search(fns)
+    description = (f"jaxpuct pure PUCT search ({num_simulations} simulations, uniform prior, "
+                   f"{'one random rollout per leaf' if value == 'rollouts' else 'zero value'})"
+                   f", greedy")
+    return (lambda keys, state: act(None, keys, state)), description
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchResult:
+    """A match from the jaxpuct player's view.
+
+    Attributes:
+      game: the game.
+      first, second: :class:`MatchScore` of the games where jaxpuct moved first /
+        second.
+      total: both colours together.
+      plies: ``[G]`` plies of each game (pgx's, forced passes included).
+      seconds: wall time of the match; bot_seconds: of it, in the OpenSpiel bots.
+    """
+
+    game: str
+    first: MatchScore
+    second: MatchScore
+    total: MatchScore
+    plies: np.ndarray
+    seconds: float
+    bot_seconds: float
+
+    def report(self) -> str:
+        return "\n".join([f"jaxpuct as first player:  {self.first.summary()}",
+                          f"jaxpuct as second player: {self.second.summary()}",
+                          f"both colours ({self.total.games} games): {self.total.summary()}"])
+
+
+def _score(outcome: np.ndarray) -> MatchScore:
+    return match_score(int(np.sum(outcome > 0)), int(np.sum(outcome == 0)),
+                       int(np.sum(outcome < 0)))
+
+
+def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int = 0,
+               progress: Callable[[str], None] | None = None) -> MatchResult:
+    """Plays ``num_games`` games of ``agent`` against ``bot``, all in lockstep; the
+    first ``num_games // 2`` with the agent moving first.
+
+    Args:
+      agent: ``(keys [B], pgx states [B]) -> actions [B]`` (jitted; see
+        :func:`network_agent`, :func:`pure_search_agent`).
+      game: one of :data:`ARENA_GAMES`.
+      bot: the OpenSpiel opponent; game ``g`` seeds its bot with ``seed + g``
+        (modulo ``2**31``).
+      num_games: ``B >= 2``.
+      seed: of the pgx states, the agent's keys and the bots.
+      progress: called with a line whenever games end.
+
+    Raises:
+      ArenaMismatchError: pgx and OpenSpiel disagree (see the module docstring).
+    """
+    import pyspiel
+
+    from jaxpuct.envs.pgx_games import make_pgx_game
+    _check_game(game)
+    if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games < 2:
+        raise ValueError(f"num_games must be an int >= 2, got {num_games!r}")
+    start = time.perf_counter()
+    b = num_games
+    pgx_game = make_pgx_game(game)
+    env_step = jax.jit(pgx_game.environment.step)
+    os_game = pyspiel.load_game(_OPENSPIEL_NAMES[game])
+    rng, init_key = jax.random.split(jax.random.PRNGKey(seed))
+    state = jax.jit(pgx_game.init, static_argnums=1)(init_key, b)
+    first_id = np.asarray(state.current_player)
+    agent_first = np.arange(b) < b // 2
+    agent_id = np.where(agent_first, first_id, 1 - first_id)
+    # OpenSpiel's seeds are C++ ints: keep them in [0, 2**31).
+    bots = [make_bot(bot, os_game, int(agent_first[g]), (seed + g) % _SEED_RANGE)
+            for g in range(b)]
+    os_states = [os_game.new_initial_state() for _ in range(b)]
+    rewards = np.zeros((b, 2), np.float32)  # summed pgx rewards, by player id
+    plies = np.zeros(b, np.int64)
+    forced = np.zeros(b, np.int64)
+    bot_seconds, done_before = 0.0, 0
+    for ply in range(MAX_MOVES[game] + _MAX_FORCED_PASSES + 1):
+        legal, terminal, player, new_rewards = jax.device_get(
+            (state.legal_action_mask, pgx_game.environment.terminal(state),
+             state.current_player, state.rewards))
+        rewards += np.asarray(new_rewards, np.float32)
+        if progress is not None and int(terminal.sum()) > done_before:
+            done_before = int(terminal.sum())
+            progress(f"ply {ply}: {done_before}/{b} games over")
+        if terminal.all():
+            break
+        rng, key = jax.random.split(rng)
+        agent_to_move = ~terminal & (player == agent_id)
+        agent_actions = (np.asarray(agent(jax.random.split(key, b), state))
+                         if agent_to_move.any() else None)
+        actions = np.zeros(b, np.int32)
+        for g in np.flatnonzero(~terminal):
+            os_state, where = os_states[g], f"{game} game {g}, ply {ply}"
+            if os_state.is_terminal():
+                actions[g] = _forced_pass(game, legal[g], forced[g], where)
+                forced[g] += 1
+                continue
+            check_same_position(game, legal[g], False, os_state, where)
+            os_player = 0 if player[g] == first_id[g] else 1
+            if os_state.current_player() != os_player:
+                raise ArenaMismatchError(f"{where}: OpenSpiel player {os_state.current_player()}"
+                                         f" to move, pgx player id {player[g]} (= OpenSpiel "
+                                         f"{os_player})")
+            if agent_to_move[g]:
+                action = int(agent_actions[g])
+                if not 0 <= action < legal.shape[1] or not legal[g, action]:
+                    raise ArenaMismatchError(f"{where}: the agent chose illegal {action}")
+            else:
+                tic = time.perf_counter()
+                action = pgx_action(game, bots[g].step(os_state))
+                bot_seconds += time.perf_counter() - tic
+            os_state.apply_action(openspiel_action(game, action))
+            actions[g] = action
+            plies[g] += 1
+        state = env_step(state, jnp.asarray(actions))
+    else:
+        raise ArenaMismatchError(f"{game}: games still running after {ply + 1} plies")
+    outcome = _check_outcomes(os_states, rewards, first_id, agent_id, game)
+    return MatchResult(game=game, first=_score(outcome[agent_first]),
+                       second=_score(outcome[~agent_first]), total=_score(outcome),
+                       plies=plies + forced, seconds=time.perf_counter() - start,
+                       bot_seconds=bot_seconds)
+
+
+def _forced_pass(game: str, legal: np.ndarray, passes_so_far: int, where: str) -> int:
+    """The pass pgx must play in a game OpenSpiel has ended (othello only)."""
+    pass_action = _PASS_ACTION.get(game)
+    if (pass_action is None or passes_so_far >= _MAX_FORCED_PASSES
+            or np.flatnonzero(legal).tolist() != [pass_action]):
+        raise ArenaMismatchError(f"{where}: OpenSpiel has ended the game, pgx has not and "
+                                 f"its legal actions are {np.flatnonzero(legal).tolist()}")
+    return pass_action
+
+
+def _check_outcomes(os_states: list, rewards: np.ndarray, first_id: np.ndarray,
+                    agent_id: np.ndarray, game: str) -> np.ndarray:
+    """``[B]`` the agent's result (+1, 0, -1), after checking that OpenSpiel's returns
+    equal pgx's summed rewards for both players of every game."""
+    outcome = np.zeros(len(os_states), np.float32)
+    for g, os_state in enumerate(os_states):
+        if not os_state.is_terminal():
+            raise ArenaMismatchError(f"{game} game {g}: pgx ended, OpenSpiel did not\n"
+                                     f"{os_state}")
+        returns = os_state.returns()
+        for pgx_id in (0, 1):
+            os_player = 0 if pgx_id == first_id[g] else 1
+            if not np.isclose(returns[os_player], rewards[g, pgx_id]):
+                raise ArenaMismatchError(
+                    f"{game} game {g}: results differ: OpenSpiel returns {returns} (player 0 "
+                    f"moved first), pgx rewards by id {rewards[g].tolist()} (id "
+                    f"{first_id[g]} moved first)\n{os_state}")
+        outcome[g] = rewards[g, agent_id[g]]
+    return outcome

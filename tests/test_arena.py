@@ -1,0 +1,177 @@
+"""The OpenSpiel arena: action mapping, lockstep cross-checks, match statistics."""
+
+import math
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpuct.alphazero import arena, scores
+
+pyspiel = pytest.importorskip("pyspiel")
+
+# pgx's board layouts (pgx/tic_tac_toe.py, connect_four.py, othello.py): the cell
+# (row, column) of each board action, row 0 at the top (othello: rank 1).
+PGX_CELLS = {
+    "tic_tac_toe": {a: divmod(a, 3) for a in range(9)},
+    "connect_four": {a: (None, a) for a in range(7)},
+    "othello": {a: divmod(a, 8) for a in range(64)},
+}
+
+
+def _openspiel_cell(game: str, name: str):
+    """(row, column) that OpenSpiel's action name refers to."""
+    if game == "tic_tac_toe":  # "x(1,2)"
+        row, col = re.fullmatch(r"[xo]\((\d),(\d)\)", name).groups()
+        return int(row), int(col)
+    if game == "connect_four":  # "x3"
+        return None, int(re.fullmatch(r"[xo](\d)", name).group(1))
+    file, rank = re.fullmatch(r"([a-h])([1-8])", name).groups()  # othello "d3"
+    return int(rank) - 1, "abcdefgh".index(file)
+
+
+@pytest.mark.parametrize("game", arena.ARENA_GAMES)
+def test_actions_name_the_same_cells(game):
+    os_game = pyspiel.load_game(game)
+    state = os_game.new_initial_state()
+    assert os_game.num_distinct_actions() == len(PGX_CELLS[game]) + (game == "othello")
+    for action, cell in PGX_CELLS[game].items():
+        os_action = arena.openspiel_action(game, action)
+        assert arena.pgx_action(game, os_action) == action
+        assert _openspiel_cell(game, state.action_to_string(0, os_action)) == cell
+    if game == "othello":
+        assert state.action_to_string(0, arena.openspiel_action(game, 64)) == "pass"
+
+
+# Random games per game; othello's 128 include games OpenSpiel ends before pgx.
+RANDOM_GAMES = {"tic_tac_toe": 64, "connect_four": 64, "othello": 128}
+
+
+@pytest.mark.parametrize("game", arena.ARENA_GAMES)
+def test_random_games_agree_move_by_move(game):
+    """The same random moves in pgx and OpenSpiel: same legal moves at every ply,
+    same end, same returns (with othello's passes after OpenSpiel's end)."""
+    from jaxpuct.envs.pgx_games import make_pgx_game
+    pgx_game = make_pgx_game(game)
+    step = jax.jit(pgx_game.environment.step)
+    b = RANDOM_GAMES[game]
+    state = jax.jit(pgx_game.init, static_argnums=1)(jax.random.PRNGKey(3), b)
+    first_id = np.asarray(state.current_player)
+    os_states = [pyspiel.load_game(game).new_initial_state() for _ in range(b)]
+    rng = np.random.default_rng(0)
+    rewards = np.zeros((b, 2))
+    forced_passes = 0
+    while True:
+        legal, terminal, player, r = jax.device_get(
+            (state.legal_action_mask, state.terminated, state.current_player, state.rewards))
+        rewards += r
+        if terminal.all():
+            break
+        actions = np.zeros(b, np.int32)
+        for g in np.flatnonzero(~terminal):
+            s = os_states[g]
+            if s.is_terminal():  # othello: nobody can move; pgx passes twice
+                assert game == "othello" and np.flatnonzero(legal[g]).tolist() == [64]
+                actions[g] = 64
+                forced_passes += 1
+                continue
+            assert s.current_player() == (0 if player[g] == first_id[g] else 1)
+            os_legal = s.legal_actions()
+            assert sorted(arena.openspiel_action(game, a)
+                          for a in np.flatnonzero(legal[g])) == os_legal
+            os_move = int(rng.choice(os_legal))
+            s.apply_action(os_move)
+            actions[g] = arena.pgx_action(game, os_move)
+        state = step(state, jnp.asarray(actions))
+    for g, s in enumerate(os_states):
+        assert s.is_terminal()
+        returns = s.returns()
+        assert rewards[g, first_id[g]] == returns[0]
+        assert rewards[g, 1 - first_id[g]] == returns[1]
+    if game == "othello":
+        assert forced_passes > 0  # the seed above reaches that case
+
+
+def _perfect_ttt_agent():
+    from jaxpuct.testing import tictactoe
+    optimal = tictactoe.optimal_move_table()  # [3**9, 9] by position code
+    powers = 3 ** np.arange(9)
+
+    def act(keys, state):
+        del keys
+        boards = np.asarray(state._x.board)  # [B, 9]: -1 empty, 0 X, 1 O
+        table = optimal[((boards + 1) * powers).sum(-1)]
+        return np.argmax(table, axis=-1)  # lowest optimal move; 0 where none
+    return act
+
+
+def test_perfect_tic_tac_toe_player_never_loses_to_random_bot():
+    result = arena.play_match(_perfect_ttt_agent(), "tic_tac_toe",
+                              arena.BotSpec(kind="random"), num_games=32, seed=5)
+    assert result.first.games == result.second.games == 16
+    assert result.total.losses == 0
+    # Random play rarely holds a perfect first player to a draw.
+    assert result.first.wins >= 12
+    assert result.total.score_low > 0.5 and result.total.elo_low > 0
+
+
+def test_mismatch_is_caught():
+    """A legal mask that disagrees with OpenSpiel raises, naming the game and ply."""
+    state = pyspiel.load_game("connect_four").new_initial_state()
+    legal = np.ones(7, bool)
+    legal[3] = False
+    with pytest.raises(arena.ArenaMismatchError, match="game 7, ply 0: legal actions"):
+        arena.check_same_position("connect_four", legal, False, state, "game 7, ply 0")
+    with pytest.raises(arena.ArenaMismatchError, match="pgx terminal=True"):
+        arena.check_same_position("connect_four", legal, True, state, "game 7, ply 0")
+
+
+def _wilson_by_quadratic(s, n, z):
+    """The roots p of (s - p)^2 = z^2 p (1 - p) / n, i.e.
+    (1 + z^2/n) p^2 - (2 s + z^2/n) p + s^2 = 0."""
+    k = z * z / n
+    return np.sort(np.roots([1 + k, -(2 * s + k), s * s]).real)
+
+
+@pytest.mark.parametrize("wins,draws,losses", [(40, 3, 21), (0, 0, 10), (10, 0, 0),
+                                               (5, 10, 5), (1, 0, 0), (700, 100, 200)])
+def test_score_interval_and_elo_against_independent_formulas(wins, draws, losses):
+    m = scores.match_score(wins, draws, losses)
+    n = wins + draws + losses
+    s = (wins + draws / 2) / n
+    assert m.score == pytest.approx(s)
+    assert (m.score_low, m.score_high) == pytest.approx(tuple(_wilson_by_quadratic(s, n, 1.96)),
+                                                        abs=1e-4)
+    # The logistic Elo model: the difference's expected score is the score.
+    for elo, score in ((m.elo, m.score), (m.elo_low, m.score_low), (m.elo_high, m.score_high)):
+        if math.isfinite(elo):
+            assert 1 / (1 + 10 ** (-elo / 400)) == pytest.approx(score)
+        else:
+            assert score in (0.0, 1.0) and (elo > 0) == (score == 1.0)
+
+
+def test_score_hand_values():
+    # 0 of 10: the upper bound is z^2 / (n + z^2).
+    assert scores.wilson_interval(0.0, 10)[1] == pytest.approx(3.8415 / 13.8415, abs=1e-4)
+    assert scores.elo_difference(0.75) == pytest.approx(400 * math.log10(3))
+    # Large n: close to the normal approximation.
+    low, high = scores.wilson_interval(0.6, 100_000)
+    half = 1.96 * math.sqrt(0.6 * 0.4 / 100_000)
+    assert (low, high) == pytest.approx((0.6 - half, 0.6 + half), abs=1e-5)
+
+
+def test_bad_input_names_the_argument():
+    with pytest.raises(ValueError, match="wins must be an int >= 0, got -1"):
+        scores.match_score(-1, 0, 1)
+    with pytest.raises(ValueError, match="no game was played"):
+        scores.match_score(0, 0, 0)
+    with pytest.raises(ValueError, match="kind must be 'mcts' or 'random', got 'uct'"):
+        arena.BotSpec(kind="uct")
+    with pytest.raises(ValueError, match="simulations must be an int >= 1, got 0"):
+        arena.BotSpec(simulations=0)
+    with pytest.raises(ValueError, match="game must be one of .*got 'go_9x9'"):
+        arena.openspiel_action("go_9x9", 0)
+    with pytest.raises(ValueError, match="num_games must be an int >= 2, got 1"):
+        arena.play_match(_perfect_ttt_agent(), "tic_tac_toe", arena.BotSpec(kind="random"), 1)
