@@ -315,3 +315,22 @@ def test_search_end_to_end_finds_win_and_block():
     np.testing.assert_array_equal(weights[:2].argmax(-1), [2, 6])
     np.testing.assert_array_equal(action, [2, 6, -1])
     np.testing.assert_array_equal(weights[2], 0.0)
+
+
+def test_a_game_first_made_inside_jit_leaks_no_tracer():
+    """pgx builds arrays when a game's module is imported; made for the first time
+    inside a jitted function, the game must still work outside it afterwards (a
+    fresh process, so that othello's module is not imported yet)."""
+    script = (
+        "import jax\n"
+        "from jaxpuct.envs.pgx_games import make_pgx_game\n"
+        "inside = jax.jit(lambda k: make_pgx_game('othello').init(k, 2).current_player)\n"
+        "inside(jax.random.PRNGKey(0))\n"
+        "game = make_pgx_game('othello')\n"
+        "state = jax.jit(game.init, static_argnums=1)(jax.random.PRNGKey(1), 2)\n"
+        "print(int(state.legal_action_mask.sum()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "8"  # two boards, four opening moves each

@@ -171,7 +171,11 @@ def make_pgx_game(name: str) -> PgxGame:
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError("make_pgx_game needs pgx: pip install 'jaxpuct[examples]' "
                           "or pip install pgx") from err
-    env = pgx.make(name)
+    # pgx imports a game's module on first use, and those modules build arrays at
+    # import time: imported inside a jit trace (a game made in a jitted function),
+    # they would hold leaked tracers for the rest of the process.
+    with jax.ensure_compile_time_eval():
+        env = pgx.make(name)
     probe = jax.eval_shape(env.init, jax.random.PRNGKey(0))  # shapes only, no compute
     return PgxGame(
         name=name,
