@@ -234,18 +234,20 @@ def c4_positions(count: int, num_moves: int, seed: int = 0):
     return jax.tree.map(take, state), [list(map(int, m)) for m in np.asarray(moves)[ok]]
 
 
-def connect_four(count: int, budgets: list[int], num_moves: int = 34,
-                 graph: bool = False) -> None:
+def _c4_zero_network_fns():
+    """Connect four's ``(root_fn, recurrent_fn)`` with a uniform prior and zero value."""
     from jaxpuct.envs import adapter, pgx_games
+    from jaxpuct.testing.pure_search import zero_apply
 
     game = pgx_games.make_pgx_game("connect_four")
+    apply_fn = zero_apply(game.num_actions)
+    return (adapter.make_root_fn(apply_fn, game.environment),
+            adapter.make_recurrent_fn(apply_fn, game.environment))
 
-    def zero_net(params, obs):
-        del params
-        return jnp.zeros((obs.shape[0], game.num_actions)), jnp.zeros((obs.shape[0],))
 
-    root_fn = adapter.make_root_fn(zero_net, game.environment)
-    recurrent_fn = adapter.make_recurrent_fn(zero_net, game.environment)
+def connect_four(count: int, budgets: list[int], num_moves: int = 34,
+                 graph: bool = False) -> None:
+    root_fn, recurrent_fn = _c4_zero_network_fns()
     state, moves = c4_positions(count, num_moves)
     start = time.perf_counter()
     exact = [c4_exact(m) for m in moves]
@@ -292,16 +294,7 @@ def speed(reps: int, batch: int = 64, sims: int = 128) -> None:
 
     import pgx
 
-    from jaxpuct.envs import adapter, pgx_games
-
-    game = pgx_games.make_pgx_game("connect_four")
-
-    def zero_net(params, obs):
-        del params
-        return jnp.zeros((obs.shape[0], game.num_actions)), jnp.zeros((obs.shape[0],))
-
-    root_fn = adapter.make_root_fn(zero_net, game.environment)
-    recurrent_fn = adapter.make_recurrent_fn(zero_net, game.environment)
+    root_fn, recurrent_fn = _c4_zero_network_fns()
     state = jax.vmap(pgx.make("connect_four").init)(jax.random.split(jax.random.key(0), batch))
     fns = {solver: jax.jit(lambda s, solver=solver: jaxpuct.alphazero_policy(
         None, jax.random.key(0), root_fn(None, None, s), recurrent_fn, sims,
