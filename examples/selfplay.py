@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -51,10 +52,30 @@ def build_parser(defaults: dict | None = None) -> argparse.ArgumentParser:
     return p
 
 
+# Defaults per game, over the fields' own (a flag on the command line, or a
+# caller's ``defaults``, still wins). connect_four: the settings measured in
+# docs/connect_four.md.
+GAME_DEFAULTS: dict[str, dict] = {
+    "connect_four": dict(network="resnet", num_simulations=32, train_steps=20,
+                         temperature_moves=10, buffer_size=65536, symmetry_augment=True,
+                         value_target_mix=0.5, lr_decay_steps=10000, lr_final_fraction=0.1),
+}
+
+
+def game_defaults(argv: list[str] | None, defaults: dict | None = None) -> dict:
+    """``defaults`` over the per-game defaults of the game the command line (or
+    ``defaults``) names."""
+    defaults = dict(defaults or {})
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--game", default=defaults.get("game", az.SelfPlayConfig.game))
+    game = probe.parse_known_args(argv)[0].game
+    return {**GAME_DEFAULTS.get(game, {}), **defaults}
+
+
 def parse(argv: list[str] | None, defaults: dict | None = None
           ) -> tuple[az.SelfPlayConfig, az.RunOptions]:
     """The config and options of a command line (exits with ``error: ...``)."""
-    args = build_parser(defaults).parse_args(argv)
+    args = build_parser(game_defaults(argv, defaults)).parse_args(argv)
     try:
         return (config_lib.from_namespace(az.SelfPlayConfig, args),
                 config_lib.from_namespace(az.RunOptions, args))
@@ -86,11 +107,32 @@ def evaluate(trainer: az.Trainer, params, iteration: int, seed: int) -> dict:
     return out
 
 
-def mcts_due(options: az.RunOptions, iteration: int, evaluating: bool) -> bool:
-    """Whether this iteration plays OpenSpiel's MCTSBot (``--mcts-simulations``)."""
+def mcts_due(options: az.RunOptions, iteration: int, evaluating: bool,
+             final: bool = False) -> bool:
+    """Whether this iteration plays OpenSpiel's MCTSBot (``--mcts-simulations``):
+    every ``--mcts-every`` iterations (else at every evaluation), and at the end."""
     if not options.mcts_simulations:
         return False
+    if final:
+        return True
     return evaluating if not options.mcts_every else iteration % options.mcts_every == 0
+
+
+def mcts_agent(trainer: az.Trainer, options: az.RunOptions):
+    """``(keys, state) -> actions`` of the greedy agent at ``params`` with
+    ``--mcts-agent-simulations`` per move (compiled once per trainer)."""
+    n = options.mcts_agent_simulations or trainer.config.num_simulations
+    if n == trainer.config.num_simulations:
+        return trainer.act
+    cached = getattr(trainer, "_mcts_act", None)
+    if cached is None or cached[0] != n:
+        from jaxpuct.alphazero import arena, selfplay
+        config = dataclasses.replace(trainer.config, num_simulations=n, max_nodes=0)
+        fns = selfplay.make_search_fns(config, trainer.env, trainer.apply_fn,
+                                       trainer.game.num_actions)
+        cached = (n, arena.greedy_search(fns))
+        trainer._mcts_act = cached
+    return cached[1]
 
 
 def evaluate_mcts(trainer: az.Trainer, params, iteration: int, seed: int,
@@ -103,7 +145,8 @@ def evaluate_mcts(trainer: az.Trainer, params, iteration: int, seed: int,
     bot = arena.BotSpec(kind="mcts", simulations=options.mcts_simulations)
     # Its own seeds: (run seed + 1) with the iteration, apart from training's.
     match_seed = (seed + EVAL_SEED_OFFSET) * 1_000_003 + iteration * 10_007
-    result = arena.play_match(lambda keys, state: trainer.act(params, keys, state),
+    act = mcts_agent(trainer, options)
+    result = arena.play_match(lambda keys, state: act(params, keys, state),
                               trainer.config.game, bot, options.mcts_games, seed=match_seed)
     out = {}
     for colour, score in (("first", result.first), ("second", result.second)):
@@ -111,7 +154,10 @@ def evaluate_mcts(trainer: az.Trainer, params, iteration: int, seed: int,
                     f"eval_mcts_{colour}_draw": score.draws,
                     f"eval_mcts_{colour}_loss": score.losses})
     total = result.total
-    out.update({"mcts_simulations": options.mcts_simulations, "mcts_score": total.score,
+    out.update({"mcts_simulations": options.mcts_simulations,
+                "mcts_agent_simulations": (options.mcts_agent_simulations
+                                           or trainer.config.num_simulations),
+                "mcts_score": total.score,
                 "mcts_score_low": total.score_low, "mcts_score_high": total.score_high,
                 "mcts_elo": total.elo, "mcts_elo_low": total.elo_low,
                 "mcts_elo_high": total.elo_high})
@@ -268,22 +314,33 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
                    dynamic_ncols=True)
     say = bar.write if bar else print
     last_eval, it = None, first
+    # Seconds spent in self-play and training alone (what --max-minutes limits),
+    # carried over a resume by the metrics lines.
+    train_seconds = records[-1].get("train_seconds", 0.0) if records else 0.0
+    budget = options.max_minutes * 60.0
     while it < options.iterations:
+        tick = time.time()
         try:
             ts, metrics = trainer.iterate(ts)
         except az.NonFiniteError as err:
             sys.exit(f"error: {err}; the last checkpoint in {options.run_dir!r} is intact "
                      f"(resume with --resume, or --resume-step N for an older one)")
+        train_seconds += time.time() - tick
         it = int(jax.device_get(ts.iteration))
-        record = {"iteration": it, "seconds": round(time.time() - start, 2), **metrics}
-        final = it == options.iterations
+        record = {"iteration": it, "seconds": round(time.time() - start, 2),
+                  "train_seconds": round(train_seconds, 2), **metrics}
+        out_of_time = bool(budget) and train_seconds >= budget
+        if out_of_time:
+            say(f"[{it}] --max-minutes {options.max_minutes:g} reached after "
+                f"{train_seconds / 60:.1f} minutes of self-play and training")
+        final = it == options.iterations or out_of_time
         evaluating = final or bool(options.eval_every and it % options.eval_every == 0)
         if evaluating:
             last_eval = evaluate(trainer, ts.params, it, config.seed)
             record.update(last_eval)
             lost = ", ".join(f"{k[5:]}={v}" for k, v in last_eval.items() if k.endswith("_loss"))
             say(f"[{it}] loss {_fmt(metrics['loss'])}; eval losses: {lost}")
-        if mcts_due(options, it, evaluating):
+        if mcts_due(options, it, evaluating, final):
             mcts = evaluate_mcts(trainer, ts.params, it, config.seed, options)
             record.update(mcts)
             say(f"[{it}] vs MCTSBot ({options.mcts_simulations} simulations): score "
@@ -302,6 +359,8 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
         if bar:
             bar.update(1)
             bar.set_postfix(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
+        if out_of_time:
+            break
     if bar:
         bar.close()
     if records:

@@ -7,6 +7,7 @@ the command line in a subprocess and SIGKILL it inside a checkpoint save.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -461,10 +462,59 @@ def test_mcts_evaluation_goes_to_metrics_and_plot(tmp_path, fast_cli, monkeypatc
     options = az.RunOptions(mcts_simulations=8, mcts_every=2)
     assert [cli.mcts_due(options, i, False) for i in (1, 2, 3, 4)] == [False, True, False, True]
     assert not cli.mcts_due(az.RunOptions(), 4, True)
+    assert cli.mcts_due(az.RunOptions(mcts_simulations=8, mcts_every=2), 3, False, final=True)
     message = _exit_message(TINY_ARGS + ["--game", "go_9x9", "--buffer-size", "2048",
                                          "--mcts-simulations", "8",
                                          "--run-dir", str(tmp_path / "go")])
     assert "--mcts-simulations" in message and "go_9x9" in message
+
+
+def test_mcts_agent_simulations_build_their_own_search(fast_cli, trainer):
+    """--mcts-agent-simulations: the agent against MCTSBot searches with that many
+    simulations (its search is compiled once), the run's own count otherwise."""
+    options = az.RunOptions(mcts_simulations=8)
+    assert cli.mcts_agent(trainer, options) is trainer.act
+    options = az.RunOptions(mcts_simulations=8, mcts_agent_simulations=2 * TINY.num_simulations)
+    act = cli.mcts_agent(trainer, options)
+    assert act is not trainer.act and cli.mcts_agent(trainer, options) is act
+    from jaxpuct.alphazero import arena, selfplay
+    fns = selfplay.make_search_fns(
+        dataclasses.replace(TINY, num_simulations=2 * TINY.num_simulations),
+        trainer.env, trainer.apply_fn, trainer.game.num_actions)
+    reference = arena.greedy_search(fns)
+    params = trainer.init().params
+    keys = jax.random.split(jax.random.PRNGKey(0), 8)
+    state = trainer.env_init(jax.random.PRNGKey(1), 8)
+    np.testing.assert_array_equal(act(params, keys, state), reference(params, keys, state))
+
+
+def test_max_minutes_ends_the_run_with_its_final_evaluation(tmp_path, fast_cli):
+    """--max-minutes: the run stops at the first iteration past the budget of
+    self-play and training time, evaluates and saves there as at --iterations, and
+    logs the time spent as train_seconds."""
+    run_dir = tmp_path / "run"
+    result = cli.main(TINY_ARGS + ["--run-dir", str(run_dir), "--iterations", "50",
+                                   "--checkpoint-every", "0", "--max-minutes", "1e-9"])
+    assert result["iteration"] == 1 and result["final_eval"]
+    assert checkpoints.available_steps(str(run_dir)) == [1]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 1 and 0 < records[0]["train_seconds"] <= records[0]["seconds"]
+
+
+def test_game_defaults_apply_under_the_command_line():
+    """Per-game defaults (examples/selfplay.py GAME_DEFAULTS) replace the field
+    defaults for that game only; a flag or a caller's default still wins."""
+    tuned = cli.GAME_DEFAULTS["connect_four"]
+    assert tuned
+    config, options = cli.parse(["--game", "connect_four"])
+    merged = {**config.to_json(), **dataclasses.asdict(options)}
+    for name, value in tuned.items():
+        assert merged[name] == (list(value) if isinstance(value, tuple) else value), name
+    config, _ = cli.parse(["--game", "connect_four", "--num-simulations", "7"])
+    assert config.num_simulations == 7
+    config, _ = cli.parse([], defaults={"game": "connect_four", "num_simulations": 5})
+    assert config.num_simulations == 5 and config.game == "connect_four"
+    assert cli.parse([]) == (az.SelfPlayConfig(), az.RunOptions())
 
 
 def test_arena_loads_the_network_of_a_run(tmp_path, trainer, reference):

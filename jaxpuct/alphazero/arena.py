@@ -46,7 +46,7 @@ from jaxpuct.alphazero.config import MAX_MOVES
 from jaxpuct.alphazero.scores import MatchScore, match_score
 
 __all__ = ["ARENA_GAMES", "Agent", "ArenaMismatchError", "BotSpec", "MatchResult",
-           "check_same_position", "make_bot", "network_agent", "openspiel_action",
+           "check_same_position", "greedy_search", "make_bot", "network_agent", "openspiel_action",
            "pgx_action", "play_match", "pure_search_agent"]
 
 ARENA_GAMES: tuple[str, ...] = ("tic_tac_toe", "connect_four", "othello")
@@ -153,7 +153,10 @@ def make_bot(spec: BotSpec, os_game: Any, player: int, seed: int) -> Any:
                            spec.max_memory_mb, spec.solve, seed, False)
 
 
-def _greedy_search(fns: Any) -> Agent:
+def greedy_search(fns: Any) -> Callable:
+    """The jitted greedy player of ``fns`` (a ``selfplay.SearchFns``):
+    ``(params, keys [B], state [B]) -> actions [B]``, no root noise, the most
+    visited move."""
     from jaxpuct.alphazero import selfplay
 
     def act(params, keys, state):
@@ -185,7 +188,7 @@ def network_agent(run_dir: str, step: int | None = None,
     n = config.num_simulations if num_simulations is None else num_simulations
     fns = selfplay.make_search_fns(dataclasses.replace(config, num_simulations=n),
                                    trainer.env, trainer.apply_fn, trainer.game.num_actions)
-    act = _greedy_search(fns)
+    act = greedy_search(fns)
     params = ts.params
     description = (f"jaxpuct network of {run_dir} at iteration {int(ts.iteration)}, "
                    f"{n} simulations, greedy")
@@ -217,7 +220,7 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero") -> t
         fns = dataclasses.replace(fns, recurrent_fn=rollouts.make_recurrent_fn(
             zero_apply(pgx_game.num_actions), pgx_game.environment, mix=1.0,
             max_steps=MAX_MOVES[game]))
-    act = _greedy_search(fns)
+    act = greedy_search(fns)
     description = (f"jaxpuct pure PUCT search ({num_simulations} simulations, uniform prior, "
                    f"{'one random rollout per leaf' if value == 'rollouts' else 'zero value'})"
                    f", greedy")

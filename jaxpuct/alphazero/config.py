@@ -101,6 +101,12 @@ class SelfPlayConfig:
         of every weight matrix / convolution kernel (not biases or norm scales)
         before the optimiser, as optax.add_decayed_weights does.
       value_weight: weight of the value MSE in the loss.
+      value_target_mix: weight w of the root's search value in the value
+        target, (1 - w) x game outcome + w x root value (0: the outcome alone,
+        as AlphaZero).
+      symmetry_augment: replace each training row by a random symmetry of the
+        board (connect_four: the left-right mirror; tic_tac_toe: the 8
+        rotations and reflections).
       network: mlp or resnet.
       hidden: MLP layer widths, comma-separated.
       blocks: residual blocks of the ResNet.
@@ -137,6 +143,8 @@ class SelfPlayConfig:
     # 2e-4 in the gradient is the former 1e-4 * ||w||^2 loss penalty (d/dw = 2e-4 w).
     weight_decay: float = _knob(2e-4, minimum=0.0)
     value_weight: float = _knob(1.0, minimum=0.0)
+    value_target_mix: float = _knob(0.0, minimum=0.0, maximum=1.0)
+    symmetry_augment: bool = False
     network: str = _knob("mlp", choices=NETWORKS)
     hidden: tuple[int, ...] = _knob((128, 128), minimum=1)
     blocks: int = _knob(4, minimum=1)
@@ -148,6 +156,11 @@ class SelfPlayConfig:
 
     def __post_init__(self):
         _validate(self)
+        if self.symmetry_augment:
+            from jaxpuct.alphazero.symmetry import SYMMETRIC_GAMES
+            if self.game not in SYMMETRIC_GAMES:
+                raise ValueError(f"symmetry_augment (--symmetry-augment) supports "
+                                 f"{', '.join(SYMMETRIC_GAMES)}, not {self.game}")
         if self.buffer_size < self.batch_size * self.trajectory_length:
             raise ValueError(
                 f"buffer_size ({self.buffer_size}) must be at least batch_size * max_moves "
@@ -205,6 +218,11 @@ class RunOptions:
         tic_tac_toe, connect_four and othello; needs open-spiel).
       mcts_every: play MCTSBot every this many iterations (0: at every evaluation).
       mcts_games: games against MCTSBot per evaluation, half per colour.
+      mcts_agent_simulations: the agent's simulations per move in the games
+        against MCTSBot (0: the run's num_simulations).
+      max_minutes: stop after this many minutes spent in self-play and training
+        (evaluations and checkpoints not counted; 0: no limit), with the final
+        evaluation and checkpoint as at --iterations.
     """
 
     iterations: int = _knob(100, minimum=1)
@@ -220,6 +238,8 @@ class RunOptions:
     mcts_simulations: int = _knob(0, minimum=0)
     mcts_every: int = _knob(0, minimum=0)
     mcts_games: int = _knob(64, minimum=2)
+    mcts_agent_simulations: int = _knob(0, minimum=0)
+    max_minutes: float = _knob(0.0, minimum=0.0)
 
     def __post_init__(self):
         _validate(self)

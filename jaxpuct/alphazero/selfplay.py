@@ -50,6 +50,8 @@ class Games:
         position (``jaxpuct.Tree``, ``[B, N, ...]``); else ``None``.
       tree_valid: ``[B]`` bool, where ``tree`` holds a reused subtree (a new
         game, or a move that left the old tree, starts afresh).
+      root_value: with ``value_target_mix > 0``, ``[B, T]`` float32 search value
+        of the root at each ply (player to move's view); else ``None``.
     """
 
     state: Any
@@ -59,6 +61,7 @@ class Games:
     length: chex.Array
     tree: Any = None
     tree_valid: Any = None
+    root_value: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,20 +130,26 @@ def init_games(config: SelfPlayConfig, init_fn: Callable, key: jax.Array,
                  obs=jnp.zeros((b, t, *obs_shape), obs_dtype),
                  policy=jnp.zeros((b, t, num_actions), jnp.float32),
                  player=jnp.zeros((b, t), jnp.int32),
-                 length=jnp.zeros((b,), jnp.int32))
+                 length=jnp.zeros((b,), jnp.int32),
+                 root_value=(jnp.zeros((b, t), jnp.float32) if config.value_target_mix > 0
+                             else None))
 
 
-def record_ply(games: Games, obs: jax.Array, policy: jax.Array, player: jax.Array
-               ) -> Games:
-    """Stores this ply's ``obs [B, ...]``, ``policy [B, A]`` and ``player [B]`` at
-    each game's current length (the last slot for a game at the length limit)."""
+def record_ply(games: Games, obs: jax.Array, policy: jax.Array, player: jax.Array,
+               root_value: jax.Array | None = None) -> Games:
+    """Stores this ply's ``obs [B, ...]``, ``policy [B, A]``, ``player [B]`` (and
+    ``root_value [B]`` where the games keep it) at each game's current length
+    (the last slot for a game at the length limit)."""
     b, t = games.player.shape
     slot = jnp.minimum(games.length, t - 1)
     rows = jnp.arange(b)
+    kept = games.root_value
+    if kept is not None:
+        kept = kept.at[rows, slot].set(root_value.astype(kept.dtype))
     return games.replace(obs=games.obs.at[rows, slot].set(obs.astype(games.obs.dtype)),
                          policy=games.policy.at[rows, slot].set(policy),
                          player=games.player.at[rows, slot].set(player.astype(jnp.int32)),
-                         length=games.length + 1)
+                         length=games.length + 1, root_value=kept)
 
 
 def position_outcomes(rewards: jax.Array, player: jax.Array, terminal: jax.Array
@@ -189,14 +198,16 @@ def selfplay_step(fns: SearchFns, fresh_fn: Callable, params: Any, games: Games,
     # but keep the action legal for the environment anyway.
     action = jnp.maximum(out.action, 0)
     games = record_ply(games, env.observe(games.state), out.action_weights,
-                       games.state.current_player)
+                       games.state.current_player,
+                       out.search_tree.node_values[:, out.search_tree.ROOT_INDEX])
     new_state = env.step(games.state, action)
     terminal = env.terminal(new_state)
     # A game longer than the trajectory is cut off there and scored a draw.
     finished = terminal | (games.length >= t)
     outcome = position_outcomes(new_state.rewards, games.player, terminal)
     written = finished[:, None] & (jnp.arange(t)[None, :] < games.length[:, None])
-    buffer = write_trajectories(buffer, games.obs, games.policy, outcome, written)
+    buffer = write_trajectories(buffer, games.obs, games.policy, outcome, written,
+                                games.root_value)
 
     tree, tree_valid, inherited = None, None, jnp.zeros((), jnp.int32)
     if games.tree is not None:

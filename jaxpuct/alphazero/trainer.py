@@ -136,7 +136,7 @@ class Trainer:
         probe = jax.random.PRNGKey(_STRUCTURE_KEY)
         obs_dtype = jax.eval_shape(game.env.init, probe).observation.dtype
         buffer = empty_buffer(c.buffer_size, game.observation_shape, obs_dtype,
-                              game.num_actions)
+                              game.num_actions, root_value=c.value_target_mix > 0)
         games = selfplay.init_games(c, game.init, games_key, game.observation_shape,
                                     obs_dtype, game.num_actions)
         if c.reuse_tree:

@@ -2,7 +2,14 @@
 
 Loss: policy cross-entropy against the search policy plus ``value_weight`` times
 the value MSE against the game outcome (AlphaZero's loss, Silver et al. 2018,
-without the L2 term). Weight decay is applied by the optimiser instead:
+without the L2 term). With ``value_target_mix = w > 0`` the value target is
+``(1 - w) z + w q``, ``z`` the outcome and ``q`` the root's search value at that
+position: ``z`` is unbiased but noisy (one result per game, exploration moves
+included), ``q`` less noisy but biased towards the network that searched; their
+average was the better target for connect four in A. Prasad, "Lessons from
+AlphaZero (part 4): Improving the Training Target" (Oracle developers blog, 2018).
+With ``symmetry_augment`` each row is replaced by a random symmetry of the board
+(:mod:`jaxpuct.alphazero.symmetry`). Weight decay is applied by the optimiser instead:
 ``optax.add_decayed_weights`` masked to weight matrices and convolution kernels,
 chained before adam / sgd, which is the gradient of an L2 penalty (coupled decay,
 as in the paper) without computing the penalty in the loss.
@@ -17,11 +24,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxpuct.alphazero.buffer import ReplayBuffer, sample
+from jaxpuct.alphazero.buffer import ReplayBuffer, sample_rows
 from jaxpuct.alphazero.config import SelfPlayConfig
 
 __all__ = ["decay_mask", "learning_rate_schedule", "loss_fn", "make_optimizer",
-           "train_step", "weight_norm"]
+           "train_step", "value_target", "weight_norm"]
 
 # The name Flax gives the weight matrix of nnx.Linear and the filter of nnx.Conv.
 _KERNEL = "kernel"
@@ -81,14 +88,29 @@ def loss_fn(apply_fn: Callable, value_weight: float, params: Any, obs: jax.Array
     return policy_loss + value_weight * value_loss, (policy_loss, value_loss)
 
 
+def value_target(outcome: jax.Array, root_value: jax.Array | None, mix: float
+                 ) -> jax.Array:
+    """``[M]`` value targets: ``(1 - mix) * outcome + mix * root_value``."""
+    if mix == 0.0 or root_value is None:
+        return outcome
+    return (1.0 - mix) * outcome + mix * root_value
+
+
 def train_step(apply_fn: Callable, optimizer: optax.GradientTransformation,
                config: SelfPlayConfig, params: Any, opt_state: Any, buffer: ReplayBuffer,
                rng: jax.Array) -> tuple[Any, Any, dict[str, jax.Array]]:
     """One optimiser step on a uniform minibatch of the filled rows; returns
     ``(params, opt_state, metrics)`` (metrics are ``[]`` floats)."""
-    obs, policy, outcome = sample(buffer, rng, config.train_batch_size)
+    # The minibatch draws from rng itself, as before augmentation existed, so
+    # that runs without it are unchanged.
+    obs, policy, outcome, root_value = sample_rows(buffer, rng, config.train_batch_size)
+    target = value_target(outcome, root_value, config.value_target_mix)
+    if config.symmetry_augment:
+        from jaxpuct.alphazero.symmetry import symmetry_augment_fn
+        obs, policy = symmetry_augment_fn(config.game)(jax.random.fold_in(rng, 1), obs,
+                                                       policy)
     (loss, (pl, vl)), grads = jax.value_and_grad(
-        lambda p: loss_fn(apply_fn, config.value_weight, p, obs, policy, outcome),
+        lambda p: loss_fn(apply_fn, config.value_weight, p, obs, policy, target),
         has_aux=True)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
