@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -295,6 +296,9 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     if options.mcts_simulations and config.game not in ARENA_GAMES:
         sys.exit(f"error: --mcts-simulations: OpenSpiel's MCTSBot plays "
                  f"{', '.join(ARENA_GAMES)}, not {config.game}")
+    if options.mcts_simulations and importlib.util.find_spec("pyspiel") is None:
+        sys.exit("error: --mcts-simulations needs OpenSpiel (pip install "
+                 "'jaxpuct[openspiel]'), or pass --mcts-simulations 0")
     start = time.time()
     prepare_run_dir(options)
     trainer, ts = _start(config, options)

@@ -39,7 +39,7 @@ from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 from jaxpuct.types import PolicyOutput, RecurrentFnOutput, RootFnOutput, SearchSummary
 from jaxpuct.virtual_loss import VirtualLoss
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "ChanceRecurrentFnOutput",

@@ -469,6 +469,33 @@ def test_mcts_evaluation_goes_to_metrics_and_plot(tmp_path, fast_cli, monkeypatc
     assert "--mcts-simulations" in message and "go_9x9" in message
 
 
+def test_checkpoint_written_before_an_optional_field_existed_restores(tmp_path, trainer,
+                                                                      reference):
+    """A checkpoint whose buffer has no ``root_value`` entry at all (as 0.3.0 wrote
+    them) restores into today's state, where that field is ``None`` when off."""
+    import orbax.checkpoint as ocp
+    run_dir = str(tmp_path / "run")
+    _save_reference(trainer, reference, run_dir, [1])
+    ts = trainer.place(reference[1])
+    assert ts.buffer.root_value is None
+
+    def fields(node):
+        return {f.name: getattr(node, f.name) for f in dataclasses.fields(node)}
+
+    old_layout = {**fields(ts), "buffer": {k: v for k, v in fields(ts.buffer).items()
+                                           if k != "root_value"},
+                  "games": {k: v for k, v in fields(ts.games).items() if k != "root_value"}}
+    step_dir = os.path.join(run_dir, "checkpoints", "1")
+    shutil.rmtree(step_dir)
+    with ocp.StandardCheckpointer() as ckptr:
+        ckptr.save(step_dir, old_layout)
+        ckptr.wait_until_finished()
+    with ocp.StandardCheckpointer() as ckptr:
+        assert "root_value" not in ckptr.metadata(step_dir).item_metadata["buffer"]
+    _assert_same(jax.device_get(az.restore_checkpoint(run_dir, trainer.init(), TINY)),
+                 reference[1])
+
+
 def test_mcts_agent_simulations_build_their_own_search(fast_cli, trainer):
     """--mcts-agent-simulations: the agent against MCTSBot searches with that many
     simulations (its search is compiled once), the run's own count otherwise."""

@@ -111,9 +111,45 @@ def _abstract(template: Any) -> Any:
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), template)
 
 
+def _on_disk(template: Any, saved: Any) -> Any:
+    """``template`` as a tree of dicts shaped like the checkpoint on disk.
+
+    Dataclass nodes (the state, games, buffer) become dicts of their fields, and a
+    field that is ``None`` in ``template`` and absent from ``saved`` (the on-disk
+    tree metadata) is left out: an optional field added after a checkpoint was
+    written (the buffer's ``root_value``) is then no obstacle to reading it."""
+    if dataclasses.is_dataclass(template) and not isinstance(template, type):
+        out = {}
+        for field in dataclasses.fields(template):
+            value = getattr(template, field.name)
+            on_disk = field.name in saved if saved is not None else True
+            if value is None and not on_disk:
+                continue
+            out[field.name] = _on_disk(value, saved[field.name] if on_disk and saved
+                                       is not None else None)
+        return out
+    return template
+
+
+def _from_disk(template: Any, restored: Any) -> Any:
+    """``template``'s structure with the values of ``restored`` (see :func:`_on_disk`)."""
+    if dataclasses.is_dataclass(template) and not isinstance(template, type):
+        return template.replace(**{name: _from_disk(getattr(template, name), value)
+                                   for name, value in restored.items()})
+    return restored
+
+
+def _restore(path: str, template: Any) -> Any:
+    """The checkpoint at ``path`` in ``template``'s structure, shapes and shardings."""
+    import orbax.checkpoint as ocp
+    with ocp.StandardCheckpointer() as ckptr:
+        saved = ckptr.metadata(path).item_metadata
+        restored = ckptr.restore(path, _abstract(_on_disk(template, saved)))
+    return _from_disk(template, restored)
+
+
 def _read(run_dir: str, step: int, template: Any) -> Any:
     """The state saved at ``step``, verified against its digest file."""
-    import orbax.checkpoint as ocp
     digest_file = _digest_path(run_dir, step)
     if not os.path.exists(digest_file):
         raise CheckpointError(f"checkpoint {step} is incomplete ({digest_file} is missing: "
@@ -124,8 +160,7 @@ def _read(run_dir: str, step: int, template: Any) -> Any:
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {step}: unreadable {digest_file}: {err}") from err
     try:
-        with ocp.StandardCheckpointer() as ckptr:
-            state = ckptr.restore(_step_dir(run_dir, step), _abstract(template))
+        state = _restore(_step_dir(run_dir, step), template)
     except Exception as err:  # orbax and tensorstore raise many kinds
         raise CheckpointError(f"checkpoint {step} is corrupt or does not match this "
                               f"configuration: {type(err).__name__}: {str(err)[:300]}") from err
@@ -185,9 +220,7 @@ def save_checkpoint(run_dir: str, ts: Any, config: SelfPlayConfig, keep: int = 2
 
 
 def _verify_written(run_dir: str, step: int, ts: Any, digest: dict[str, str]) -> None:
-    import orbax.checkpoint as ocp
-    with ocp.StandardCheckpointer() as ckptr:
-        back = ckptr.restore(_step_dir(run_dir, step), _abstract(ts))
+    back = _restore(_step_dir(run_dir, step), ts)
     if state_digest(back) != digest:
         raise CheckpointError(f"checkpoint {step} in {_checkpoint_dir(run_dir)!r} reads back "
                               f"different from what was written")
