@@ -91,8 +91,9 @@ def main(argv: list[str] | None = None) -> None:
         ax.set_ylim(0, 1)
         ax.set_xlabel("minutes of self-play and training (one core)")
         ax.set_ylabel("score (win + draw/2)")
-        ax.set_title(f"connect_four: agent (256 simulations) vs OpenSpiel MCTSBot "
-                     f"({args.bot_simulations} simulations), 95% intervals")
+        ax.set_title(f"connect_four: the agent of each run vs OpenSpiel MCTSBot "
+                     f"({args.bot_simulations} simulations)\n64 games per point, 95% "
+                     f"intervals", fontsize=10)
         ax.legend()
         fig.tight_layout()
         fig.savefig(args.out, dpi=80)
