@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import importlib.util
 import json
 import math
@@ -129,20 +130,20 @@ def mcts_due(options: az.RunOptions, iteration: int, evaluating: bool,
 
 
 def mcts_agent(trainer: az.Trainer, options: az.RunOptions):
-    """``(keys, state) -> actions`` of the greedy agent at ``params`` with
-    ``--mcts-agent-simulations`` per move (compiled once per trainer)."""
+    """``(params, keys, state) -> actions`` of the greedy agent with
+    ``--mcts-agent-simulations`` per move (the run's own search when equal)."""
     n = options.mcts_agent_simulations or trainer.config.num_simulations
-    if n == trainer.config.num_simulations:
-        return trainer.act
-    cached = getattr(trainer, "_mcts_act", None)
-    if cached is None or cached[0] != n:
-        from jaxpuct.alphazero import arena, selfplay
-        config = dataclasses.replace(trainer.config, num_simulations=n, max_nodes=0)
-        fns = selfplay.make_search_fns(config, trainer.env, trainer.apply_fn,
-                                       trainer.game.num_actions)
-        cached = (n, arena.greedy_search(fns))
-        trainer._mcts_act = cached
-    return cached[1]
+    return trainer.act if n == trainer.config.num_simulations else _greedy_act(trainer, n)
+
+
+@functools.lru_cache(maxsize=4)
+def _greedy_act(trainer: az.Trainer, num_simulations: int):
+    """The trainer's network searched with ``num_simulations`` (compiled once)."""
+    from jaxpuct.alphazero import arena, selfplay
+    config = dataclasses.replace(trainer.config, num_simulations=num_simulations,
+                                 max_nodes=0)
+    return arena.greedy_search(selfplay.make_search_fns(
+        config, trainer.env, trainer.apply_fn, trainer.game.num_actions))
 
 
 def evaluate_mcts(trainer: az.Trainer, params, iteration: int, seed: int,
