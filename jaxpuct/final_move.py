@@ -11,14 +11,20 @@
   exploration spent on a child beyond what PUCT would have given it are removed
   from the self-play target.
 
-Both are pure functions of root statistics ``[B, A]``.
+* :func:`visit_policy`, :func:`value_weighted_policy`, :func:`sample_action`: the
+  visit target with temperature, AlphaZero's move (Silver et al. 2018), and the
+  value-weighted variant.
+
+All are pure functions of root statistics ``[B, A]``.
 """
 
 from __future__ import annotations
 
 import chex
+import jax
 import jax.numpy as jnp
 
+from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.selection import PUCTConfig, exploration_weight
 from jaxpuct.tree import Tree
 
@@ -121,3 +127,59 @@ def prune_policy_target(visits: chex.Array, prior: chex.Array, q: chex.Array,
 
 __all__ = ["lcb_action", "lcb_choice", "lcb_values", "prune_policy_target",
            "root_edge_moments"]
+
+
+def visit_policy(
+    visit_counts: chex.Array,
+    temperature: chex.Numeric,
+    legal: chex.Array | None = None,
+) -> chex.Array:
+    """``π(a) ∝ N(a)^(1/τ)``; ``τ = 0`` puts all mass on the most visited action
+    (lowest index on ties).
+
+    Args:
+      visit_counts: ``[B, A]`` (counts or any non-negative weights).
+      temperature: ``τ >= 0``, a scalar or ``[B]`` (one per tree, e.g. τ = 1 for
+        the opening moves of some games and 0 for others).
+      legal: optional ``[B, A]`` bool; actions outside it get zero weight.
+
+    Returns:
+      ``[B, A]`` float32; all zeros in a row with no visit.
+    """
+    counts = visit_counts.astype(jnp.float32)
+    if legal is not None:
+        counts = jnp.where(legal, counts, 0.0)
+    total = jnp.sum(counts, axis=-1, keepdims=True)
+    tau = jnp.broadcast_to(jnp.asarray(temperature, jnp.float32),
+                           counts.shape[:1]).reshape(-1, 1)
+    greedy = jax.nn.one_hot(jnp.argmax(counts, axis=-1), counts.shape[-1], dtype=jnp.float32)
+    # Scaling by the maximum first keeps N^(1/τ) finite for any τ > 0.
+    top = jnp.max(counts, axis=-1, keepdims=True)
+    powered = (counts / jnp.maximum(top, WEIGHT_FLOOR)) ** (1.0 / jnp.maximum(tau, WEIGHT_FLOOR))
+    powered = normalize(powered)
+    weights = jnp.where(tau == 0, greedy, powered)
+    return jnp.where(total > 0, weights, 0.0)
+
+
+def value_weighted_policy(visit_counts: chex.Array, qvalues: chex.Array) -> chex.Array:
+    """``π(a) ∝ N(a) · (1 + Q(a))`` for values in [-1, 1]: visits of moves that
+    turned out bad count for less (a value-weighted visit target).
+
+    Args:
+      visit_counts: ``[B, A]``.
+      qvalues: ``[B, A]`` root edge values.
+
+    Returns:
+      ``[B, A]`` float32; all zeros in a row with no weight.
+    """
+    weights = visit_counts.astype(jnp.float32) * jnp.clip(1.0 + qvalues, 0.0, 2.0)
+    return normalize(weights)
+
+
+def sample_action(rng_keys: chex.Array, weights: chex.Array) -> chex.Array:
+    """``[B]`` int32 actions drawn from ``weights [B, A]`` (one key per row of
+    ``rng_keys [B]``); ``-1`` in a row with no weight."""
+    has_weight = jnp.any(weights > 0, axis=-1)
+    logits = jnp.where(weights > 0, jnp.log(jnp.maximum(weights, WEIGHT_FLOOR)), -jnp.inf)
+    action = jax.vmap(jax.random.categorical)(rng_keys, logits)
+    return jnp.where(has_weight, action, -1).astype(jnp.int32)

@@ -42,14 +42,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 
 from jaxpuct.numerics import gather_rows
-from jaxpuct.tree import NodeData, Tree, edge_qvalues, link_children, store_nodes
+from jaxpuct.tree import UNEXPANDED, NodeData, Tree, edge_qvalues, link_children, store_nodes
+
+if TYPE_CHECKING:
+    from jaxpuct.walk import Walk
 
 EMPTY_SLOT = -1
 
@@ -85,6 +88,13 @@ class GraphConfig:
         if not (isinstance(self.table_factor, int) and self.table_factor >= 1):
             raise ValueError(
                 f"GraphConfig.table_factor must be an int >= 1, got {self.table_factor}.")
+
+    def same_storage(self, other: GraphConfig) -> bool:
+        """Whether a graph built with ``other`` can be searched with this config: the
+        fields that shape what the graph stores (edge rewards, table size, probe
+        count, hash) agree; ``stop_at_transposition`` only steers the walk."""
+        return (self.edge_rewards, self.max_probes, self.table_factor, self.hash_fn) == (
+            other.edge_rewards, other.max_probes, other.table_factor, other.hash_fn)
 
     def table_size(self, max_nodes: int) -> int:
         size = 1
@@ -148,7 +158,7 @@ def with_graph_arrays(tree: Tree, config: GraphConfig, root_hash: chex.Array) ->
     tree = tree.replace(
         node_hash=jnp.zeros((batch_size, max_nodes, 2), jnp.uint32)
         .at[:, Tree.ROOT_INDEX].set(root_hash),
-        hash_table=empty_table(batch_size, config.table_size(max_nodes)))
+        hash_table=empty_table(batch_size, config.table_size(max_nodes)), graph=config)
     if config.edge_rewards:
         edge_shape = (batch_size, max_nodes, tree.num_actions)
         tree = tree.replace(edge_rewards=jnp.zeros(edge_shape, jnp.float32),
@@ -187,11 +197,14 @@ def add_leaves(tree: Tree, config: GraphConfig, parent: chex.Array, action: chex
     return tree
 
 
-def rebuild_hash_table(tree: Tree, max_probes: int = 16) -> Tree:
+def rebuild_hash_table(tree: Tree, max_probes: int | None = None) -> Tree:
     """Rebuilds the transposition table from ``node_hash`` for the used nodes
-    (after compaction by tree reuse). A ``fori_loop`` over node slots: O(N * P)."""
+    (after compaction by tree reuse). A ``fori_loop`` over node slots: O(N * P).
+    ``max_probes`` defaults to the tree's own ``GraphConfig``'s."""
     if not tree.is_graph:
         return tree
+    if max_probes is None:
+        max_probes = tree.graph.max_probes
     table = tree.replace(hash_table=empty_table(tree.batch_size, tree.hash_table.shape[1]))
 
     def body(index, t):
@@ -253,3 +266,64 @@ def edge_reward_discount(tree: Tree, node: chex.Array, children: chex.Array
         return gather_rows(tree.edge_rewards, node), gather_rows(tree.edge_discounts, node)
     rows = jnp.arange(tree.batch_size)[:, None]
     return tree.node_rewards[rows, children], tree.node_discounts[rows, children]
+
+
+class _GraphBackupState(NamedTuple):
+    """The graph backup's carry."""
+
+    depth: chex.Array
+    node_visits: chex.Array
+    node_values: chex.Array
+    edge_visits: chex.Array
+    node_sq_values: chex.Array | None
+
+
+def backup_graph(tree: Tree, walk: Walk) -> Tree:
+    """Graph-mode backup of one walk per tree (``[B]`` records): bottom-up along
+    each path, count the edge taken and recompute the node from its children
+    (:func:`recompute_nodes`). The leaf node itself is not changed. O(B * A) per
+    depth step."""
+    rows = jnp.arange(tree.batch_size)
+
+    def body(state: _GraphBackupState) -> _GraphBackupState:
+        on_path = state.depth < walk.num_edges
+        node = walk.path_nodes[:, state.depth]
+        action = walk.path_actions[:, state.depth]
+        edge_visits = state.edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
+        visits, values, sq_values = recompute_nodes(
+            tree, node, on_path, state.node_visits, state.node_values, edge_visits,
+            state.node_sq_values)
+        return _GraphBackupState(state.depth - 1, visits, values, edge_visits, sq_values)
+
+    init = _GraphBackupState(jnp.max(walk.num_edges) - 1, tree.node_visits, tree.node_values,
+                             tree.edge_visits, tree.node_sq_values)
+    final = jax.lax.while_loop(lambda s: s.depth >= 0, body, init)
+    return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
+                        edge_visits=final.edge_visits, node_sq_values=final.node_sq_values)
+
+
+def store_and_backup(tree: Tree, walks: Walk, leaves: NodeData,
+                     after_walk: Callable[[Tree, Walk], Tree] | None) -> Tree:
+    """Graph mode: walk by walk (a leaf may be a transposition of one stored by an
+    earlier walk of the same step), store the leaf (:func:`add_leaves`), back up
+    its path (:func:`backup_graph`) and call ``after_walk`` (the extensions' hook).
+    ``walks`` ``[K, B]``, ``leaves`` ``[K, B, ...]``."""
+
+    def one(k, tree):
+        walk = walks.one(k)
+        leaf = jax.tree.map(lambda x: x[k], leaves)
+        parent, action = walk.leaf_edge()
+        tree = backup_graph(add_leaves(tree, tree.graph, parent, action, walk.expand, leaf),
+                            walk)
+        return tree if after_walk is None else after_walk(tree, walk)
+
+    if walks.num_walks == 1:
+        return one(0, tree)
+    # Claims of the step's walks (jaxpuct.virtual_loss) are released first: a
+    # transposition is linked instead of stored.
+    parents, actions = walks.leaf_edge()
+    rows = jnp.arange(tree.batch_size)
+    tree = tree.replace(children_index=tree.children_index.at[
+        rows, jnp.where(walks.expand, parents, tree.max_nodes), actions].set(
+            UNEXPANDED, mode="drop"))
+    return jax.lax.fori_loop(0, walks.num_walks, one, tree)

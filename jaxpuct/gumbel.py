@@ -22,7 +22,7 @@ defaults follow the paper and DeepMind's ``mctx.gumbel_muzero_policy``:
   root.
 
 jaxpuct runs these as a :class:`jaxpuct.selection.SelectionRule` inside its
-engine (:func:`jaxpuct.search.run_search`), so a simulation stays O(depth)
+engine (:mod:`jaxpuct.engine`), so a simulation stays O(depth)
 and jaxpuct's extensions apply unchanged: legal masks at every node (mctx masks
 only the root), terminal states, graph search (edge visits enter the completed
 Q), node capacity below the simulation count, tree reuse, and NaN isolation.
@@ -46,13 +46,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpuct import validation
+from jaxpuct import frame, validation
+from jaxpuct import solver as solver_lib
+from jaxpuct.expanders import RecurrentExpander
+from jaxpuct.final_move import lcb_action
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import gather_rows
-from jaxpuct.search import prepare_tree, run_search
 from jaxpuct.selection import ActionFn, SelectionRule
+from jaxpuct.solver import SolverConfig
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
 from jaxpuct.types import PolicyOutput, RecurrentFn
+from jaxpuct.virtual_loss import VirtualLoss
 
 # A finite stand-in for log(0): exp(MASKED_LOGIT - max) is exactly 0 in float32,
 # and it is mctx's lower clip of the root score (``score_considered``), so masked
@@ -351,6 +355,10 @@ def gumbel_policy(
     max_nodes: int | None = None,
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
+    leaves_per_step: int = 1,
+    virtual_loss: VirtualLoss | None = None,
+    solver: bool | SolverConfig = False,
+    final_move: str = "gumbel",
 ) -> PolicyOutput[Tree]:
     """Runs Gumbel MuZero search and returns the move and the improved policy.
 
@@ -386,6 +394,16 @@ def gumbel_policy(
         schedule of their own.
       graph: ``GraphConfig`` for Monte-Carlo graph search; edge visits are the
         ``N`` of the completed Q.
+      leaves_per_step: must be 1, and ``virtual_loss`` ``None`` (a
+        ``ValueError`` otherwise): sequential halving schedules each simulation
+        by the root's visit counts, which the pending walks of a step inflate.
+      solver: ``True`` or a ``SolverConfig``: run the MCTS-solver alongside
+        (:mod:`jaxpuct.solver`): proofs are backed up and walks stop at proven
+        nodes (the rules see their exact values); a proven root plays
+        :func:`jaxpuct.solver.solver_action`.
+      final_move: ``"gumbel"`` (the paper's move, below) or ``"lcb"``
+        (:func:`jaxpuct.final_move.lcb_action`; the tree stores the second
+        moment). ``action_weights`` stay the improved policy.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``:
@@ -395,25 +413,32 @@ def gumbel_policy(
       legal action gets ``action = -1`` and all-zero weights.
     """
     validation.check_int("max_num_considered_actions", max_num_considered_actions, 1)
-    validation.check_int("num_simulations", num_simulations, 1)
     validation.check_instance("qtransform", qtransform, CompletedQConfig)
-    validation.check_instance("graph", graph, GraphConfig, allow_none=True)
-    batch_size, num_actions = (validation.check_root(root) if tree is None
-                               else validation.check_root_fits_tree(root, tree))
+    validation.check_choice("final_move", final_move, ("gumbel", "lcb"))
+    if leaves_per_step != 1 or virtual_loss is not None:
+        raise ValueError(
+            f"gumbel_policy supports leaves_per_step=1 only, got leaves_per_step="
+            f"{leaves_per_step}, virtual_loss={virtual_loss!r}: sequential halving picks "
+            "each simulation's root action from the visit counts, which the pending walks "
+            "of a step would inflate. Use alphazero_policy for several leaves per step.")
+    batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
     validation.check_scalar_or_batch("gumbel_scale", gumbel_scale, batch_size)
     validation.check_range("gumbel_scale", gumbel_scale, 0.0)
     validation.debug_check_range("gumbel_scale", gumbel_scale, 0.0)
+    capacity = (tree.max_nodes if tree is not None
+                else num_simulations + 1 if max_nodes is None else max_nodes)
+    options = frame.engine_options(num_simulations, max_depth, capacity, solver=solver,
+                                   second_moment=final_move == "lcb")
+    prepared = frame.prepare(root, rng_key, num_simulations, invalid_actions, options,
+                             tree=tree, max_nodes=max_nodes, graph=graph)
+    tree = prepared.tree
+    num_actions = tree.num_actions
     if gumbel is not None:
         validation.check_shape("gumbel", gumbel, (batch_size, num_actions))
-    shared_key, element_keys = validation.split_keys(rng_key, batch_size)
-
-    tree, embedding_like = prepare_tree(root, num_simulations, max_nodes, invalid_actions,
-                                        None, tree, graph)
-    if gumbel is None:
-        # Each element draws from its own key (split off the key the search folds
-        # its per-simulation keys from), so the batch elements stay independent.
-        gumbel = jax.vmap(lambda k: jax.random.gumbel(jax.random.split(k)[1],
-                                                      (num_actions,)))(element_keys)
+    else:
+        # Each element draws from its own key (the frame's per-tree move key), so
+        # the batch elements stay independent.
+        gumbel = jax.vmap(lambda k: jax.random.gumbel(k, (num_actions,)))(prepared.sample_keys)
     scale = jnp.reshape(jnp.asarray(gumbel_scale, jnp.float32), (-1, 1))
     gumbel = scale * jnp.asarray(gumbel, jnp.float32)
 
@@ -422,11 +447,11 @@ def gumbel_policy(
     num_legal = jnp.sum(start.legal, axis=-1).astype(jnp.int32)
     num_considered = jnp.minimum(max_num_considered_actions, num_legal)
     table = considered_visits_table(max_num_considered_actions, num_simulations)
-    rule = SelectionRule(
+    rule = frame.selection_rule(SelectionRule(
         root=gumbel_root_rule(qtransform, gumbel, start.visits, num_considered, table),
-        interior=gumbel_interior_rule(qtransform))
-    search_tree = run_search(params, shared_key, element_keys, tree, recurrent_fn,
-                             num_simulations, rule, max_depth, graph, embedding_like)
+        interior=gumbel_interior_rule(qtransform)), options)
+    expander = RecurrentExpander(recurrent_fn, num_actions, tree.graph)
+    search_tree, _ = frame.search(params, prepared, expander, rule, options)
 
     final = node_stats(search_tree, qtransform, root_index, is_root=True)
     new_visits = final.visits - start.visits
@@ -434,6 +459,10 @@ def gumbel_policy(
     scores = considered_scores(final, gumbel, new_visits, most_visited)
     has_legal = jnp.any(final.legal, axis=-1)
     action = jnp.where(has_legal, jnp.argmax(scores, axis=-1), -1).astype(jnp.int32)
+    if final_move == "lcb":
+        action = lcb_action(search_tree)
+    if options.solver is not None:
+        action = jnp.where(solver_lib.root_proven(search_tree) & has_legal,
+                           solver_lib.solver_action(search_tree), action)
     return PolicyOutput(action=action, action_weights=improved_policy(final),
                         search_tree=search_tree)
-

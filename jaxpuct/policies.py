@@ -1,7 +1,8 @@
-"""``alphazero_policy``: root noise, search, and the move/training target.
+"""``alphazero_policy``: PUCT search with root noise, and the move/training target.
 
 Same call shape as ``mctx.muzero_policy``; the keyword arguments after ``*``
-are jaxpuct's own.
+are jaxpuct's own. The checks, keys, root prior and noise are the shared frame
+(:mod:`jaxpuct.frame`); this module adds the PUCT rule and the move.
 """
 
 from __future__ import annotations
@@ -9,106 +10,24 @@ from __future__ import annotations
 from typing import Any
 
 import chex
-import jax
 import jax.numpy as jnp
 
+from jaxpuct import frame, validation
 from jaxpuct import solver as solver_lib
-from jaxpuct import validation
-from jaxpuct.final_move import lcb_action
-from jaxpuct.graph import GraphConfig
-from jaxpuct.numerics import WEIGHT_FLOOR, normalize
-from jaxpuct.roots import root_prior_and_legal
-from jaxpuct.search import (
-    check_leaves_per_step,
-    check_selection,
-    needs_second_moment,
-    prepare_tree,
-    run_search,
+from jaxpuct.expanders import RecurrentExpander
+from jaxpuct.final_move import (  # noqa: F401 (re-exported: the policy's move functions)
+    lcb_action,
+    sample_action,
+    value_weighted_policy,
+    visit_policy,
 )
+from jaxpuct.graph import GraphConfig
+from jaxpuct.roots import dirichlet_noise  # noqa: F401 (re-exported)
 from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.solver import SolverConfig
-from jaxpuct.tree import ILLEGAL, Tree
+from jaxpuct.tree import Tree
 from jaxpuct.types import PolicyOutput, RecurrentFn
 from jaxpuct.virtual_loss import VirtualLoss
-
-
-def dirichlet_noise(
-    rng_keys: chex.Array,
-    prior: chex.Array,
-    legal: chex.Array,
-    fraction: float,
-    alpha: float,
-) -> chex.Array:
-    """``(1 - fraction) * P + fraction * Dir(alpha)`` over the legal actions only.
-
-    AlphaZero (Silver et al. 2018) uses ``fraction = 0.25`` and ``alpha``
-    about 10 / (typical number of legal moves): 0.3 for chess, 0.03 for Go.
-
-    Args:
-      rng_keys: ``[B]`` keys, one per tree.
-      prior: ``[B, A]`` probabilities (zero at illegal actions).
-      legal: ``[B, A]`` bool.
-      fraction: mixing weight in [0, 1].
-      alpha: concentration (> 0).
-
-    Returns:
-      ``[B, A]`` probabilities; illegal actions keep zero mass.
-    """
-    num_actions = prior.shape[-1]
-    gammas = jax.vmap(lambda k: jax.random.gamma(k, alpha, (num_actions,)))(rng_keys)
-    gammas = jnp.where(legal, gammas, 0.0)
-    total = jnp.sum(gammas, axis=-1, keepdims=True)
-    # Tiny alphas can underflow every draw to zero: fall back to uniform.
-    count = jnp.maximum(jnp.sum(legal, axis=-1, keepdims=True), 1)
-    noise = jnp.where(total > 0, gammas / jnp.where(total > 0, total, 1.0), legal / count)
-    return (1.0 - fraction) * prior + fraction * noise
-
-
-def visit_policy(
-    visit_counts: chex.Array,
-    temperature: chex.Numeric,
-    legal: chex.Array | None = None,
-) -> chex.Array:
-    """``π(a) ∝ N(a)^(1/τ)``; ``τ = 0`` puts all mass on the most visited action
-    (lowest index on ties).
-
-    Args:
-      visit_counts: ``[B, A]`` (counts or any non-negative weights).
-      temperature: ``τ >= 0``, a scalar or ``[B]`` (one per tree, e.g. τ = 1 for
-        the opening moves of some games and 0 for others).
-      legal: optional ``[B, A]`` bool; actions outside it get zero weight.
-
-    Returns:
-      ``[B, A]`` float32; all zeros in a row with no visit.
-    """
-    counts = visit_counts.astype(jnp.float32)
-    if legal is not None:
-        counts = jnp.where(legal, counts, 0.0)
-    total = jnp.sum(counts, axis=-1, keepdims=True)
-    tau = jnp.broadcast_to(jnp.asarray(temperature, jnp.float32),
-                           counts.shape[:1]).reshape(-1, 1)
-    greedy = jax.nn.one_hot(jnp.argmax(counts, axis=-1), counts.shape[-1], dtype=jnp.float32)
-    # Scaling by the maximum first keeps N^(1/τ) finite for any τ > 0.
-    top = jnp.max(counts, axis=-1, keepdims=True)
-    powered = (counts / jnp.maximum(top, WEIGHT_FLOOR)) ** (1.0 / jnp.maximum(tau, WEIGHT_FLOOR))
-    powered = normalize(powered)
-    weights = jnp.where(tau == 0, greedy, powered)
-    return jnp.where(total > 0, weights, 0.0)
-
-
-def value_weighted_policy(visit_counts: chex.Array, qvalues: chex.Array) -> chex.Array:
-    """``π(a) ∝ N(a) · (1 + Q(a))`` for values in [-1, 1]: visits of moves that
-    turned out bad count for less (a value-weighted visit target).
-
-    Args:
-      visit_counts: ``[B, A]``.
-      qvalues: ``[B, A]`` root edge values.
-
-    Returns:
-      ``[B, A]`` float32; all zeros in a row with no weight.
-    """
-    weights = visit_counts.astype(jnp.float32) * jnp.clip(1.0 + qvalues, 0.0, 2.0)
-    return normalize(weights)
 
 
 def alphazero_policy(
@@ -185,47 +104,30 @@ def alphazero_policy(
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
       with no legal action gets ``action = -1`` and all-zero weights.
     """
-    solver = solver_lib.solver_config(solver)
-    rule = check_selection(selection, solver)
-    validation.check_instance("graph", graph, GraphConfig, allow_none=True)
-    check_leaves_per_step(num_simulations, leaves_per_step, virtual_loss)
-    validation.check_choice("final_move", final_move, ("visits", "lcb"))
-    batch_size, num_actions = (validation.check_root(root) if tree is None
-                               else validation.check_root_fits_tree(root, tree))
+    batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
-    if invalid_actions is not None:
-        validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
-    shared_key, element_keys = validation.split_keys(rng_key, batch_size)
-    noise_keys, sample_keys = _split_per_element(element_keys)
+    validation.check_choice("final_move", final_move, ("visits", "lcb"))
+    options = frame.engine_options(
+        num_simulations, max_depth, _capacity(tree, max_nodes, num_simulations),
+        leaves_per_step=leaves_per_step, virtual_loss=virtual_loss, solver=solver,
+        second_moment=final_move == "lcb" or frame.needs_second_moment(selection))
+    rule = frame.selection_rule(selection, options)
+    prepared = frame.prepare(root, rng_key, num_simulations, invalid_actions, options,
+                             tree=tree, max_nodes=max_nodes, graph=graph,
+                             noise=(dirichlet_fraction, dirichlet_alpha))
+    expander = RecurrentExpander(recurrent_fn, prepared.tree.num_actions, prepared.tree.graph)
+    search_tree, _ = frame.search(params, prepared, expander, rule, options)
 
-    if tree is None:
-        prior, legal = root_prior_and_legal(root, invalid_actions)
-    else:
-        legal = tree.children_index[:, Tree.ROOT_INDEX] != ILLEGAL
-        if invalid_actions is not None:
-            legal = legal & ~invalid_actions.astype(jnp.bool_)
-        prior = jnp.where(legal, tree.children_prior[:, Tree.ROOT_INDEX], 0.0)
-    noised = prior
-    if validation.concrete_value(dirichlet_fraction) is None or dirichlet_fraction != 0:
-        noised = dirichlet_noise(noise_keys, prior, legal,
-                                 jnp.clip(dirichlet_fraction, 0.0, 1.0), dirichlet_alpha)
-
-    tree, embedding_like = prepare_tree(
-        root, num_simulations, max_nodes, invalid_actions, noised, tree, graph,
-        root_prior_legal=(prior, legal),
-        second_moment=final_move == "lcb" or needs_second_moment(selection), solver=solver)
-    search_tree = run_search(params, shared_key, element_keys, tree, recurrent_fn,
-                             num_simulations, rule, max_depth, graph, embedding_like,
-                             leaves_per_step, virtual_loss, solver=solver)
-
+    legal = prepared.legal
     summary = search_tree.summary()
-    visits = (summary.visit_counts if solver is None
-              else solver_lib.pruned_root_visits(search_tree, solver))
+    solver_cfg = None if options.solver is None else options.solver.config
+    visits = (summary.visit_counts if solver_cfg is None
+              else solver_lib.pruned_root_visits(search_tree, solver_cfg))
     counts = value_weighted_policy(visits, summary.qvalues) if value_weighted else visits
     action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
     action = (lcb_action(search_tree) if final_move == "lcb"
-              else sample_action(sample_keys, action_weights))
-    if solver is not None:
+              else sample_action(prepared.sample_keys, action_weights))
+    if solver_cfg is not None:
         greedy = jnp.broadcast_to(jnp.asarray(temperature) <= 0, action.shape)
         plain_greedy = final_move == "visits" and not value_weighted
         use_proof = solver_lib.root_proven(search_tree) | (greedy & plain_greedy)
@@ -234,19 +136,11 @@ def alphazero_policy(
     return PolicyOutput(action=action, action_weights=action_weights, search_tree=search_tree)
 
 
-def sample_action(rng_keys: chex.Array, weights: chex.Array) -> chex.Array:
-    """``[B]`` int32 actions drawn from ``weights [B, A]`` (one key per row of
-    ``rng_keys [B]``); ``-1`` in a row with no weight."""
-    has_weight = jnp.any(weights > 0, axis=-1)
-    logits = jnp.where(weights > 0, jnp.log(jnp.maximum(weights, WEIGHT_FLOOR)), -jnp.inf)
-    action = jax.vmap(jax.random.categorical)(rng_keys, logits)
-    return jnp.where(has_weight, action, -1).astype(jnp.int32)
-
-
-def _split_per_element(element_keys: chex.Array) -> tuple[chex.Array, chex.Array]:
-    """``[B]`` keys -> ``(noise_keys [B], sample_keys [B])``."""
-    pairs = jax.vmap(lambda k: jax.random.split(k, 2))(element_keys)
-    return pairs[:, 0], pairs[:, 1]
+def _capacity(tree: Tree | None, max_nodes: int | None, num_simulations: int) -> int:
+    """The node capacity the search will have (the default ``max_depth``)."""
+    if tree is not None:
+        return tree.max_nodes
+    return num_simulations + 1 if max_nodes is None else max_nodes
 
 
 def check_policy_numbers(batch_size: int, dirichlet_fraction: Any, dirichlet_alpha: Any,

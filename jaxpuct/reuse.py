@@ -82,9 +82,9 @@ def subtree(tree: Tree, action: chex.Array, *, reachability: Reachability = "aut
       reachability: ``"auto"`` (pointer jumping for trees, frontier expansion
         when ``tree.node_hash`` is set), ``"pointer_jumping"`` (trees only:
         every node has at most one parent) or ``"frontier"`` (any graph).
-      graph: graph search only: the ``GraphConfig`` the search runs with (its
-        ``max_probes`` is used to rebuild the transposition table; default
-        ``GraphConfig()``). Ignored for trees.
+      graph: optional; if given, it must be the ``GraphConfig`` the tree was
+        built with (the tree carries it, and its ``max_probes`` rebuilds the
+        transposition table).
 
     Returns:
       ``(new_tree, reused)``: ``new_tree`` has the same shapes as ``tree``
@@ -96,6 +96,11 @@ def subtree(tree: Tree, action: chex.Array, *, reachability: Reachability = "aut
     action = jnp.asarray(action)
     validation.check_tree_fits("tree", tree, None, None)
     validation.check_shape("action", action, (tree.batch_size,))
+    if tree.chance is not None:
+        raise ValueError(
+            "subtree of a tree with chance nodes: the child under an action is a chance "
+            "node, which no search continues. Use subtree_path(tree, actions) with "
+            "actions [B, 2] = (action played, chance outcome seen).")
     return subtree_path(tree, action[:, None], reachability=reachability, graph=graph)
 
 
@@ -154,16 +159,24 @@ def subtree_or_init(
         invalid_actions=...)`` does).
       root_prior: optional ``[B, A]`` prior for the fresh roots.
       reachability: see ``subtree``.
-      graph: see ``subtree``; its ``hash_fn``, if set, hashes the fresh roots.
+      graph: see ``subtree``; the tree's own ``hash_fn``, if set, hashes the
+        fresh roots.
 
     Returns:
       ``(new_tree, reused [B] bool)``, same shapes as ``tree``.
     """
     action = jnp.asarray(action)
     actions = action[:, None] if action.ndim == 1 else action
+    validation.check_tree_fits("tree", tree, None, None)
+    if tree.chance is not None:
+        raise ValueError(
+            "subtree_or_init of a tree with chance nodes is not supported: a fresh "
+            "element needs the wide root that stochastic_policy builds. Continue with "
+            "subtree_path and start the elements it could not reuse with a new search.")
     reused_tree, reused = _subtree_path(tree, actions, reachability)
+    _check_graph(tree, graph)
     batch_size, num_actions = check_init_args(root, tree.max_nodes, root_prior,
-                                              invalid_actions, graph)
+                                              invalid_actions, tree.graph)
     validation.check_tree_fits("tree", tree, batch_size, num_actions)
     fresh = new_tree(root, tree.max_nodes, root_prior, invalid_actions, None)
     if tree.node_sq_values is not None:
@@ -173,15 +186,15 @@ def subtree_or_init(
     if tree.is_graph:
         # The graph fields of a fresh root, shaped like the reused tree's (the
         # transposition table is rebuilt below for every element).
-        config = GraphConfig() if graph is None else graph
-        root_hash = graph_lib.state_hash(config, root, root.embedding, "root")
+        root_hash = graph_lib.state_hash(tree.graph, root, root.embedding, "root")
         fresh = fresh.replace(
             node_hash=jnp.zeros_like(tree.node_hash).at[:, 0].set(root_hash),
             hash_table=reused_tree.hash_table,
             edge_rewards=None if tree.edge_rewards is None else jnp.zeros_like(
                 tree.edge_rewards),
             edge_discounts=None if tree.edge_discounts is None else jnp.zeros_like(
-                tree.edge_discounts))
+                tree.edge_discounts),
+            graph=tree.graph)
     return _rebuild_hash_table(batch_where(reused, reused_tree, fresh), graph), reused
 
 
@@ -309,6 +322,9 @@ def _subtree_path(tree: Tree, actions: chex.Array, reachability: Reachability
         raise ValueError(f"actions must have shape [B, K] with B={tree.batch_size}, "
                          f"got {list(actions.shape)}.")
     new_root, reused = _walk(tree, actions)
+    if tree.chance is not None:
+        # Only a decision node can be a root that a search continues.
+        reused = reused & tree.embeddings.is_decision[jnp.arange(tree.batch_size), new_root]
     keep = reachable(tree, new_root, reachability) & reused[:, None]
     return _compact(tree, new_root, keep, reused), reused
 
@@ -377,11 +393,18 @@ def _compact(tree: Tree, new_root: chex.Array, keep: chex.Array, reused: chex.Ar
     return new.replace(root_prior=new.children_prior[:, 0])
 
 
+def _check_graph(tree: Tree, graph: GraphConfig | None) -> None:
+    """A ``graph`` given to reuse must be the tree's own."""
+    validation.check_instance("graph", graph, GraphConfig, allow_none=True)
+    if graph is not None and (tree.graph is None or not graph.same_storage(tree.graph)):
+        built = "tree search" if tree.graph is None else repr(tree.graph)
+        raise ValueError(f"graph={graph!r} does not match the tree, which was built for "
+                         f"{built} (omit graph=: the tree carries its configuration).")
+
+
 def _rebuild_hash_table(tree: Tree, graph: GraphConfig | None) -> Tree:
     """Graph mode: the transposition table indexes slots, so it is rebuilt
-    after the slots moved (``jaxpuct.graph.rebuild_hash_table``, O(B N P)).
-    Tree mode: nothing to do."""
-    if not tree.is_graph:
-        return tree
-    config = GraphConfig() if graph is None else graph
-    return graph_lib.rebuild_hash_table(tree, config.max_probes)
+    after the slots moved (``jaxpuct.graph.rebuild_hash_table`` with the tree's
+    own probe count, O(B N P)). Tree mode: nothing to do."""
+    _check_graph(tree, graph)
+    return graph_lib.rebuild_hash_table(tree)

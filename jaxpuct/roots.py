@@ -1,19 +1,26 @@
-"""New trees from the roots: ``init_tree`` and the root's legal mask.
+"""Trees from roots: ``init_tree``, the root's legal mask, Dirichlet noise on the
+root prior, and the tree a search starts from (:func:`prepare_tree`: a new tree,
+or a continued one restricted to the root's new mask and prior, with every
+extension's fields).
 
-Kept apart from ``tree`` (the data layout) and ``search`` (the loop) because
-both the search, the policies and tree reuse start trees from roots.
+Kept apart from ``tree`` (the data layout) and ``engine`` (the loop) because
+the search, the policies and tree reuse all start trees from roots.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import extensions as ext_lib
 from jaxpuct import graph as graph_lib
 from jaxpuct import validation
+from jaxpuct.extensions import Extension
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import finite_or_zero, prior_and_legal
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
@@ -127,3 +134,104 @@ def build_tree(root: Any, prior: chex.Array, legal: chex.Array, max_nodes: int,
     root_hash = graph_lib.state_hash(graph, root, root.embedding, "root")
     validation.check_hash("root state hash", root_hash, batch_size)
     return graph_lib.with_graph_arrays(tree, graph, root_hash)
+
+
+def prepare_tree(
+    root: Any,
+    num_simulations: int,
+    *,
+    max_nodes: int | None,
+    invalid_actions: chex.Array | None,
+    root_prior: chex.Array | None,
+    tree: Tree | None,
+    graph: GraphConfig | None,
+    extensions: Sequence[Extension] = (),
+    root_prior_legal: tuple[chex.Array, chex.Array] | None = None,
+) -> Tree:
+    """Checks a search's tree arguments once and returns the tree to search.
+
+    A new tree is built from ``root`` (``root_prior_legal``: its ``(prior, legal)``
+    when the caller computed them already) with capacity ``max_nodes`` (default
+    ``num_simulations + 1``). A given ``tree`` gets ``invalid_actions`` and
+    ``root_prior`` applied to its root; its capacity and ``GraphConfig`` are its
+    own, so ``max_nodes`` and ``graph``, when given, must agree with them. Then
+    every extension's ``prepare`` runs; a continued tree's solver proofs are
+    dropped when no extension keeps them up to date.
+    """
+    validation.check_int("num_simulations", num_simulations, 1)
+    validation.check_instance("graph", graph, GraphConfig, allow_none=True)
+    continued = tree is not None
+    if tree is None:
+        if max_nodes is None:
+            max_nodes = num_simulations + 1
+        check_init_args(root, max_nodes, root_prior, invalid_actions, graph)
+        if max_nodes < num_simulations + 1:
+            warnings.warn(
+                f"max_nodes={max_nodes} < num_simulations + 1 = {num_simulations + 1}: "
+                "the tree fills up and later leaves are evaluated but not stored, which "
+                "weakens the search. Give max_nodes >= num_simulations + 1 (more with "
+                "tree reuse).", UserWarning, stacklevel=4)
+        prior, legal = (root_prior_and_legal(root, invalid_actions)
+                        if root_prior_legal is None else root_prior_legal)
+        tree = build_tree(root, prior, legal, max_nodes, root_prior, graph)
+    else:
+        validation.check_continued_tree(tree, root, max_nodes, graph)
+        shape = (tree.batch_size, tree.num_actions)
+        if invalid_actions is not None:
+            validation.check_shape("invalid_actions", invalid_actions, shape)
+        if root_prior is not None:
+            validation.check_shape("root_prior", root_prior, shape)
+        tree = restrict_root(tree, invalid_actions, root_prior)
+        if graph is not None:
+            tree = tree.replace(graph=graph)  # same storage: only the walk may differ
+    if not any(getattr(e, "keeps_proofs", False) for e in extensions):
+        tree = tree.replace(proof_plies=None)
+    return ext_lib.prepare(extensions, tree, continued)
+
+
+def restrict_root(tree: Tree, invalid_actions: chex.Array | None,
+                  root_prior: chex.Array | None) -> Tree:
+    """Applies a new root mask and root prior (``[B, A]``, shapes checked) to an
+    existing tree. An action made invalid loses its subtree from the root's view."""
+    children = tree.children_index[:, Tree.ROOT_INDEX]
+    if invalid_actions is not None:
+        children = jnp.where(invalid_actions.astype(jnp.bool_), ILLEGAL, children)
+    legal = children != ILLEGAL
+    prior = tree.root_prior if root_prior is None else root_prior
+    return tree.replace(
+        children_index=tree.children_index.at[:, Tree.ROOT_INDEX].set(children),
+        root_prior=jnp.where(legal, prior.astype(jnp.float32), 0.0),
+        node_terminal=tree.node_terminal.at[:, Tree.ROOT_INDEX].set(
+            tree.node_terminal[:, Tree.ROOT_INDEX] | ~jnp.any(legal, axis=-1)))
+
+
+def dirichlet_noise(
+    rng_keys: chex.Array,
+    prior: chex.Array,
+    legal: chex.Array,
+    fraction: float,
+    alpha: float,
+) -> chex.Array:
+    """``(1 - fraction) * P + fraction * Dir(alpha)`` over the legal actions only.
+
+    AlphaZero (Silver et al. 2018) uses ``fraction = 0.25`` and ``alpha``
+    about 10 / (typical number of legal moves): 0.3 for chess, 0.03 for Go.
+
+    Args:
+      rng_keys: ``[B]`` keys, one per tree.
+      prior: ``[B, A]`` probabilities (zero at illegal actions).
+      legal: ``[B, A]`` bool.
+      fraction: mixing weight in [0, 1].
+      alpha: concentration (> 0).
+
+    Returns:
+      ``[B, A]`` probabilities; illegal actions keep zero mass.
+    """
+    num_actions = prior.shape[-1]
+    gammas = jax.vmap(lambda k: jax.random.gamma(k, alpha, (num_actions,)))(rng_keys)
+    gammas = jnp.where(legal, gammas, 0.0)
+    total = jnp.sum(gammas, axis=-1, keepdims=True)
+    # Tiny alphas can underflow every draw to zero: fall back to uniform.
+    count = jnp.maximum(jnp.sum(legal, axis=-1, keepdims=True), 1)
+    noise = jnp.where(total > 0, gammas / jnp.where(total > 0, total, 1.0), legal / count)
+    return (1.0 - fraction) * prior + fraction * noise

@@ -41,7 +41,7 @@ same, after losing on time in forced mates). With the cut-off only some children
 proven, so a win's plies are the shortest *found*, not always the shortest that
 exists.
 
-In the search (hooks in :mod:`jaxpuct.search`):
+In the search (:class:`Solver`, an extension of the engine, :mod:`jaxpuct.extensions`):
 
 * a walk stops at a proven node and backs up its stored (exact) value, like a
   terminal node; a tree whose root is proven takes no-op steps while the others in
@@ -70,12 +70,13 @@ step calls that function instead of :func:`prove`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct.extensions import Extension
 from jaxpuct.numerics import gather_rows
 from jaxpuct.selection import PUCTConfig, SelectionRule, completed_qvalues, node_scores
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
@@ -182,11 +183,6 @@ def with_proofs(tree: Tree) -> Tree:
     used = jnp.arange(tree.max_nodes)[None, :] < tree.num_nodes[:, None]
     return tree.replace(proof_plies=jnp.where(used & tree.node_terminal, 0, UNPROVEN)
                         .astype(jnp.int32))
-
-
-def is_proven(tree: Tree, node: chex.Array) -> chex.Array:
-    """``[B]`` bool: ``node [B]`` is proven (``tree.proof_plies`` required)."""
-    return gather_rows(tree.proof_plies, node) >= 0
 
 
 def node_edges(tree: Tree, node: chex.Array, node_values: chex.Array | None = None
@@ -373,21 +369,6 @@ def root_proven(tree: Tree) -> chex.Array:
     return tree.proof_plies[:, Tree.ROOT_INDEX] >= 0
 
 
-def loop_until_proven(num_steps: int, body: Any, init: Any) -> Any:
-    """``jax.lax.fori_loop(0, num_steps, body, init)`` that also ends once every
-    root of ``init.tree`` is proven (those trees' steps would be no-ops)."""
-
-    def cond(carry):
-        step, state = carry
-        return (step < num_steps) & ~jnp.all(root_proven(state.tree))
-
-    def run(carry):
-        step, state = carry
-        return step + 1, body(step, state)
-
-    return jax.lax.while_loop(cond, run, (jnp.int32(0), init))[1]
-
-
 def pruned_root_visits(tree: Tree, config: SolverConfig) -> chex.Array:
     """``[B, A]`` root visit counts with the dominated proven edges set to 0 (all
     of them kept in a row where that would leave no visit)."""
@@ -398,7 +379,44 @@ def pruned_root_visits(tree: Tree, config: SolverConfig) -> chex.Array:
     return jnp.where(jnp.any(pruned > 0, axis=-1, keepdims=True), pruned, visits)
 
 
-__all__ = ["Proof", "SolverConfig", "UNPROVEN", "backup_proofs", "best_child",
-           "dominated_edges", "loop_until_proven", "prove", "prove_chance", "prove_nodes",
+@dataclasses.dataclass(frozen=True)
+class Solver(Extension):
+    """The MCTS-solver as an engine extension (:mod:`jaxpuct.extensions`).
+
+    * ``prepare``: the tree stores ``proof_plies``; a continued tree's root is
+      proven again under its new legal edges;
+    * ``wrap_rule``: a ``PUCTConfig`` rule becomes :func:`solver_rule` (a
+      ``SelectionRule`` is used as given: it sees exact values on proven edges);
+    * ``stop``: walks do not enter proven nodes (their exact value is backed up);
+    * ``after_walk``: :func:`backup_proofs` (re-examining proven path nodes when
+      the walk is one of several of a step);
+    * ``done``: a tree whose root is proven needs no more simulations.
+    """
+
+    config: SolverConfig = SolverConfig()
+    keeps_proofs: ClassVar[bool] = True
+
+    def prepare(self, tree: Tree, continued: bool) -> Tree:
+        tree = with_proofs(tree)
+        return reprove_root(tree, self.config) if continued else tree
+
+    def wrap_rule(self, rule: SelectionRule, selection: Any) -> SelectionRule:
+        if isinstance(selection, PUCTConfig):
+            return solver_rule(selection, self.config)
+        return rule
+
+    def stop(self, tree: Tree, node: chex.Array) -> chex.Array:
+        return gather_rows(tree.proof_plies, node) >= 0
+
+    def after_walk(self, tree: Tree, walk: Any, several: bool) -> Tree:
+        # several: an earlier walk of the step may have proven a node on this path.
+        return backup_proofs(tree, walk, self.config, full=several)
+
+    def done(self, tree: Tree) -> chex.Array:
+        return root_proven(tree)
+
+
+__all__ = ["Proof", "Solver", "SolverConfig", "UNPROVEN", "backup_proofs", "best_child",
+           "dominated_edges", "prove", "prove_chance", "prove_nodes",
            "pruned_root_visits", "reprove_root", "root_proven", "solver_action",
            "solver_config", "solver_rule", "with_proofs"]

@@ -69,14 +69,16 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxpuct import validation
+from jaxpuct import frame, validation
+from jaxpuct.backup import store_leaves
+from jaxpuct.final_move import lcb_action, sample_action, visit_policy
 from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
-from jaxpuct.policies import check_policy_numbers, dirichlet_noise, sample_action, visit_policy
-from jaxpuct.roots import root_prior_and_legal
-from jaxpuct.search import Walk, backup, check_selection, expand_tree, prepare_tree, select
+from jaxpuct.policies import check_policy_numbers
 from jaxpuct.selection import PUCTConfig, SelectionRule
-from jaxpuct.tree import ILLEGAL, NodeData, Tree, edge_qvalues
+from jaxpuct.tree import ILLEGAL, ChanceLayout, NodeData, Tree, edge_qvalues
 from jaxpuct.types import PolicyOutput
+from jaxpuct.virtual_loss import VirtualLoss
+from jaxpuct.walk import Walk
 
 ChanceBackup = Literal["visits", "expectation"]
 _CHANCE_BACKUPS = ("visits", "expectation")
@@ -139,17 +141,10 @@ class StochasticEmbedding:
 
 class ModelCalls(NamedTuple):
     """How often each function was called over a search (scalars int32): one
-    call is on the whole batch ``[B]``."""
+    call is on the whole batch of leaf edges (``[B]``, or ``[B * K]``)."""
 
     decision: chex.Array
     chance: chex.Array
-
-
-class _SimState(NamedTuple):
-    tree: Tree
-    path_nodes: chex.Array  # [B, D + 1]
-    path_actions: chex.Array  # [B, D]
-    calls: ModelCalls
 
 
 class _RecomputeState(NamedTuple):
@@ -157,19 +152,6 @@ class _RecomputeState(NamedTuple):
     node_visits: chex.Array  # [B, N]
     node_values: chex.Array  # [B, N]
     edge_visits: chex.Array  # [B, N, W]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Shapes:
-    """Static sizes of one stochastic search."""
-
-    batch_size: int
-    num_actions: int
-    num_outcomes: int
-
-    @property
-    def width(self) -> int:
-        return max(self.num_actions, self.num_outcomes)
 
 
 def is_decision_node(tree: Tree) -> chex.Array:
@@ -229,9 +211,10 @@ def _check_decision_output(output: Any, batch_size: int) -> int:
     return logits.shape[1]
 
 
-def _check_chance_output(output: Any, state: Any, shapes: _Shapes, state_like: Any) -> None:
+def _check_chance_output(output: Any, state: Any, batch_size: int, num_actions: int,
+                         state_like: Any) -> None:
     """Shapes of ``chance_recurrent_fn``'s output and new state."""
-    b, a = shapes.batch_size, shapes.num_actions
+    b, a = batch_size, num_actions
     validation.check_shape("chance_recurrent_fn output .action_logits",
                            getattr(output, "action_logits", None), (b, a))
     for field in ("value", "reward", "discount"):
@@ -264,73 +247,89 @@ def _zeros_like_shapes(shapes: Any) -> Any:
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
-def evaluate_stochastic_leaves(
-    params: Any, rng_key: chex.PRNGKey, tree: Tree, walk: Walk, shapes: _Shapes,
-    decision_recurrent_fn: Callable, chance_recurrent_fn: Callable, state_like: Any,
-) -> tuple[NodeData, ModelCalls]:
-    """Evaluates each walk's leaf edge with the function of its parent's kind.
+@dataclasses.dataclass(frozen=True)
+class ChanceExpander:
+    """Stochastic MuZero's two functions as one expander (:mod:`jaxpuct.expanders`).
 
-    Each function is called at most once, on the whole batch, and only when some
-    element needs it (``lax.cond``); elements that do not get index 0 and their
-    own embedding. Returns the sanitised new nodes ``[B]`` (width ``W``) and the
-    calls made (0 or 1 each).
+    Each leaf edge is evaluated by the function of its parent's kind. Each
+    function is called at most once per step, on all ``M`` rows, and only when
+    some row needs it (``lax.cond``); rows that do not get index 0 and their own
+    embedding. The counts are :class:`ModelCalls` (0 or 1 each per step).
+
+    Attributes:
+      decision_recurrent_fn: ``(params, key, action [M], state) ->
+        (DecisionRecurrentFnOutput, afterstate)``.
+      chance_recurrent_fn: ``(params, key, outcome [M], afterstate) ->
+        (ChanceRecurrentFnOutput, state)``.
+      layout: the tree's :class:`jaxpuct.tree.ChanceLayout`.
     """
-    b, a, c, w = shapes.batch_size, shapes.num_actions, shapes.num_outcomes, shapes.width
-    parent, action = walk.leaf_edge()
-    embedding = jax.tree.map(lambda x: x[jnp.arange(b), parent], tree.embeddings)
-    from_decision = embedding.is_decision
-    need_decision = walk.expand & from_decision
-    need_chance = walk.expand & ~from_decision
-    # Indices stay in range for every element, called for or not.
-    decision_key, chance_key = jax.random.split(rng_key)
 
-    def call_decision():
-        act = jnp.where(need_decision, action, 0).clip(0, a - 1).astype(jnp.int32)
-        out, after = _unpack("decision_recurrent_fn", decision_recurrent_fn(
-            params, decision_key, act, embedding.state))
-        _check_decision_output(out, b)
-        _check_embedding("decision_recurrent_fn afterstate", after, embedding.afterstate)
-        return out.chance_logits.astype(jnp.float32), finite_or_zero(out.afterstate_value), after
+    decision_recurrent_fn: Callable
+    chance_recurrent_fn: Callable
+    layout: ChanceLayout
 
-    def call_chance():
-        outcome = jnp.where(need_chance, action, 0).clip(0, c - 1).astype(jnp.int32)
-        out, state = _unpack("chance_recurrent_fn", chance_recurrent_fn(
-            params, chance_key, outcome, embedding.afterstate))
-        _check_chance_output(out, state, shapes, state_like)
-        legal = getattr(out, "legal_action_mask", None)
-        legal = jnp.ones((b, a), jnp.bool_) if legal is None else legal.astype(jnp.bool_)
-        terminal = getattr(out, "terminal", None)
-        terminal = jnp.zeros((b,), jnp.bool_) if terminal is None else terminal.astype(jnp.bool_)
-        return (out.action_logits.astype(jnp.float32), legal, finite_or_zero(out.value),
-                finite_or_zero(out.reward), finite_or_zero(out.discount), terminal, state)
+    def __call__(self, params: Any, rng_key: chex.PRNGKey, embedding: Any,
+                 action: chex.Array, needed: chex.Array) -> tuple[NodeData, ModelCalls]:
+        a, c, w = self.layout.num_actions, self.layout.num_outcomes, self.layout.width
+        b = action.shape[0]
+        from_decision = embedding.is_decision
+        need_decision = needed & from_decision
+        need_chance = needed & ~from_decision
+        decision_key, chance_key = jax.random.split(rng_key)
 
-    decision_out = jax.lax.cond(jnp.any(need_decision), call_decision,
-                                lambda: _zeros_like_shapes(jax.eval_shape(call_decision)))
-    chance_out = jax.lax.cond(jnp.any(need_chance), call_chance,
-                              lambda: _zeros_like_shapes(jax.eval_shape(call_chance)))
-    chance_logits, afterstate_value, afterstate = decision_out
-    action_logits, legal, value, reward, discount, terminal, state = chance_out
+        def call_decision():
+            act = jnp.where(need_decision, action, 0).clip(0, a - 1).astype(jnp.int32)
+            out, after = _unpack("decision_recurrent_fn", self.decision_recurrent_fn(
+                params, decision_key, act, embedding.state))
+            _check_decision_output(out, b)
+            _check_embedding("decision_recurrent_fn afterstate", after, embedding.afterstate)
+            return (out.chance_logits.astype(jnp.float32),
+                    finite_or_zero(out.afterstate_value), after)
 
-    outcome_prior, outcome_legal = prior_and_legal(chance_logits, jnp.ones((b, c), jnp.bool_))
-    action_prior, action_legal = prior_and_legal(action_logits, legal)
-    kind = from_decision[:, None]
-    prior = jnp.where(kind, _pad(outcome_prior, w, 0.0), _pad(action_prior, w, 0.0))
-    legal = jnp.where(kind, _pad(outcome_legal, w, False), _pad(action_legal, w, False))
-    leaf = NodeData(
-        reward=jnp.where(from_decision, 0.0, reward),
-        discount=jnp.where(from_decision, 1.0, discount),
-        value=jnp.where(from_decision, afterstate_value, value),
-        prior=prior,
-        legal=legal,
-        terminal=~from_decision & (terminal | ~jnp.any(action_legal, axis=-1)),
-        embedding=StochasticEmbedding(
-            state=_where_tree(from_decision, embedding.state, state),
-            afterstate=_where_tree(from_decision, afterstate, embedding.afterstate),
-            is_decision=~from_decision),
-    )
-    calls = ModelCalls(decision=jnp.any(need_decision).astype(jnp.int32),
-                       chance=jnp.any(need_chance).astype(jnp.int32))
-    return leaf, calls
+        def call_chance():
+            outcome = jnp.where(need_chance, action, 0).clip(0, c - 1).astype(jnp.int32)
+            out, state = _unpack("chance_recurrent_fn", self.chance_recurrent_fn(
+                params, chance_key, outcome, embedding.afterstate))
+            _check_chance_output(out, state, b, a, embedding.state)
+            legal = getattr(out, "legal_action_mask", None)
+            legal = jnp.ones((b, a), jnp.bool_) if legal is None else legal.astype(jnp.bool_)
+            terminal = getattr(out, "terminal", None)
+            terminal = (jnp.zeros((b,), jnp.bool_) if terminal is None
+                        else terminal.astype(jnp.bool_))
+            return (out.action_logits.astype(jnp.float32), legal, finite_or_zero(out.value),
+                    finite_or_zero(out.reward), finite_or_zero(out.discount), terminal, state)
+
+        decision_out = jax.lax.cond(jnp.any(need_decision), call_decision,
+                                    lambda: _zeros_like_shapes(jax.eval_shape(call_decision)))
+        chance_out = jax.lax.cond(jnp.any(need_chance), call_chance,
+                                  lambda: _zeros_like_shapes(jax.eval_shape(call_chance)))
+        chance_logits, afterstate_value, afterstate = decision_out
+        action_logits, legal, value, reward, discount, terminal, state = chance_out
+
+        outcome_prior, outcome_legal = prior_and_legal(chance_logits,
+                                                       jnp.ones((b, c), jnp.bool_))
+        action_prior, action_legal = prior_and_legal(action_logits, legal)
+        kind = from_decision[:, None]
+        prior = jnp.where(kind, _pad(outcome_prior, w, 0.0), _pad(action_prior, w, 0.0))
+        legal = jnp.where(kind, _pad(outcome_legal, w, False), _pad(action_legal, w, False))
+        leaf = NodeData(
+            reward=jnp.where(from_decision, 0.0, reward),
+            discount=jnp.where(from_decision, 1.0, discount),
+            value=jnp.where(from_decision, afterstate_value, value),
+            prior=prior,
+            legal=legal,
+            terminal=~from_decision & (terminal | ~jnp.any(action_legal, axis=-1)),
+            embedding=StochasticEmbedding(
+                state=_where_tree(from_decision, embedding.state, state),
+                afterstate=_where_tree(from_decision, afterstate, embedding.afterstate),
+                is_decision=~from_decision),
+        )
+        calls = ModelCalls(decision=jnp.any(need_decision).astype(jnp.int32),
+                           chance=jnp.any(need_chance).astype(jnp.int32))
+        return leaf, calls
+
+    def initial_counts(self) -> ModelCalls:
+        return ModelCalls(jnp.int32(0), jnp.int32(0))
 
 
 def _where_tree(pred: chex.Array, on_true: Any, on_false: Any) -> Any:
@@ -343,10 +342,11 @@ def _where_tree(pred: chex.Array, on_true: Any, on_false: Any) -> Any:
 
 
 def expectation_backup(tree: Tree, walk: Walk) -> Tree:
-    """Bottom-up along each path: count the edge taken, add a visit, and recompute
-    the node from its children: chance nodes ``Σ p Q + (1 - Σ p) U`` over expanded
-    outcomes, decision nodes ``(U + Σ N(a) Q(a)) / (1 + Σ N(a))``; terminal nodes
-    keep ``U``. O(B * W) per depth step."""
+    """Bottom-up along each path (``[B]`` records): count the edge taken, add a
+    visit, and recompute the node from its children: chance nodes
+    ``Σ p Q + (1 - Σ p) U`` over expanded outcomes, decision nodes
+    ``(U + Σ N(a) Q(a)) / (1 + Σ N(a))``; terminal nodes keep ``U``. O(B * W) per
+    depth step."""
     rows = jnp.arange(tree.batch_size)
     kinds = is_decision_node(tree)
 
@@ -381,11 +381,28 @@ def expectation_backup(tree: Tree, walk: Walk) -> Tree:
                         edge_visits=final.edge_visits)
 
 
+def store_and_backup_expectation(tree: Tree, walks: Walk, leaves: NodeData,
+                                 after_walk: Callable | None) -> Tree:
+    """The engine's ``Backup`` for ``chance_backup="expectation"``: the leaves are
+    stored as in tree mode, then each walk's path is recomputed in turn
+    (:func:`expectation_backup`) and the extensions' hook runs after it."""
+    tree, _ = store_leaves(tree, walks, leaves)
+
+    def one(k, tree):
+        walk = walks.one(k)
+        tree = expectation_backup(tree, walk)
+        return tree if after_walk is None else after_walk(tree, walk)
+
+    if walks.num_walks == 1:
+        return one(0, tree)
+    return jax.lax.fori_loop(0, walks.num_walks, one, tree)
+
+
 # ------------------------------------------------------------------ search
 
 
 def _stochastic_root(root: Any, params: Any, rng_key: chex.PRNGKey,
-                     decision_recurrent_fn: Callable) -> tuple[Any, _Shapes]:
+                     decision_recurrent_fn: Callable) -> tuple[Any, ChanceLayout]:
     """The root as a width-``W`` ``RootFnOutput`` whose embedding is a
     :class:`StochasticEmbedding`; ``C`` is read from the shape of
     ``decision_recurrent_fn``'s output (``jax.eval_shape``: no call is made)."""
@@ -396,18 +413,94 @@ def _stochastic_root(root: Any, params: Any, rng_key: chex.PRNGKey,
     out_shape, after_shape = _unpack("decision_recurrent_fn", jax.eval_shape(
         lambda e: decision_recurrent_fn(params, rng_key, action, e), root.embedding))
     num_outcomes = _check_decision_output(out_shape, batch_size)
-    shapes = _Shapes(batch_size, num_actions, num_outcomes)
+    layout = ChanceLayout(num_actions, num_outcomes)
     legal = getattr(root, "legal_action_mask", None)
     legal = (jnp.ones((batch_size, num_actions), jnp.bool_) if legal is None
              else legal.astype(jnp.bool_))
     wide = RootFnOutput(
-        prior_logits=_pad(root.prior_logits.astype(jnp.float32), shapes.width, -jnp.inf),
+        prior_logits=_pad(root.prior_logits.astype(jnp.float32), layout.width, -jnp.inf),
         value=root.value,
         embedding=StochasticEmbedding(state=root.embedding,
                                       afterstate=_zeros_like_shapes(after_shape),
                                       is_decision=jnp.ones((batch_size,), jnp.bool_)),
-        legal_action_mask=_pad(legal, shapes.width, False))
-    return wide, shapes
+        legal_action_mask=_pad(legal, layout.width, False))
+    return wide, layout
+
+
+class _Call(NamedTuple):
+    """The engine keywords of a stochastic search (static)."""
+
+    max_depth: int | None
+    max_nodes: int | None
+    selection: Any
+    chance_backup: str
+    graph: Any
+    leaves_per_step: int
+    virtual_loss: VirtualLoss | None
+    solver: Any
+    second_moment: bool
+
+
+def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: tuple,
+                     num_simulations: int, invalid_actions: chex.Array | None, call: _Call,
+                     tree: Tree | None, noise: Any, root_prior: chex.Array | None,
+                     ) -> tuple[Tree, ModelCalls, frame.Prepared]:
+    """The frame of :func:`stochastic_search` and :func:`stochastic_policy`:
+    ``functions`` is ``(decision_recurrent_fn, chance_recurrent_fn)``; the
+    ``[B, A]`` arguments are checked and padded to the tree's width ``W``."""
+    decision_recurrent_fn, chance_recurrent_fn = functions
+    validation.check_choice("chance_backup", call.chance_backup, _CHANCE_BACKUPS)
+    validation.check_int("num_simulations", num_simulations, 1)
+    if call.graph is not None:
+        raise ValueError(
+            f"graph={call.graph!r} is not supported with chance nodes: graph search needs "
+            "a state hash for decision nodes and afterstates alike, which the Stochastic "
+            "MuZero contract does not carry. Use graph=None.")
+    second_moment = call.second_moment or frame.needs_second_moment(call.selection)
+    if second_moment and call.chance_backup == "expectation":
+        raise ValueError(
+            "chance_backup='expectation' cannot keep the second moment that "
+            "final_move='lcb' or PUCTConfig(utility_stdev_scale > 0) read (it recomputes "
+            "values from the children, not from returns): use chance_backup='visits'.")
+    if call.solver not in (False, None):
+        raise ValueError(
+            f"solver={call.solver!r} is not supported with chance nodes yet: a chance "
+            "node's proof needs every possible outcome proven, with their exact "
+            "probabilities. Use solver=False.")
+    if tree is None:
+        batch_size = validation.check_root(root)[0]
+        shared_key = validation.split_keys(rng_key, batch_size)[0]
+        wide, layout = _stochastic_root(root, params, shared_key, decision_recurrent_fn)
+        capacity = num_simulations + 1 if call.max_nodes is None else call.max_nodes
+    else:
+        if getattr(tree, "chance", None) is None:
+            raise ValueError(
+                "tree must have chance nodes (built by stochastic_policy or "
+                f"stochastic_search), got a {getattr(tree, 'kind', type(tree).__name__)} "
+                "tree.")
+        wide, layout, batch_size, capacity = None, tree.chance, tree.batch_size, tree.max_nodes
+        if root is not None:
+            validation.check_shape("root.prior_logits", root.prior_logits,
+                                   (batch_size, layout.num_actions))
+    narrow = (batch_size, layout.num_actions)
+    if invalid_actions is not None:
+        validation.check_shape("invalid_actions", invalid_actions, narrow)
+        invalid_actions = _pad(invalid_actions.astype(jnp.bool_), layout.width, True)
+    if root_prior is not None:
+        validation.check_shape("root_prior", root_prior, narrow)
+        root_prior = _pad(root_prior.astype(jnp.float32), layout.width, 0.0)
+    backup = store_and_backup_expectation if call.chance_backup == "expectation" else None
+    options = frame.engine_options(num_simulations, call.max_depth, capacity,
+                                   leaves_per_step=call.leaves_per_step,
+                                   virtual_loss=call.virtual_loss,
+                                   second_moment=second_moment, backup=backup)
+    rule = stochastic_rule(frame.selection_rule(call.selection, options))
+    prepared = frame.prepare(wide, rng_key, num_simulations, invalid_actions, options,
+                             tree=tree, max_nodes=call.max_nodes, noise=noise,
+                             root_prior=root_prior, chance=layout)
+    expander = ChanceExpander(decision_recurrent_fn, chance_recurrent_fn, layout)
+    search_tree, calls = frame.search(params, prepared, expander, rule, options)
+    return search_tree, calls, prepared
 
 
 def stochastic_search(
@@ -424,6 +517,9 @@ def stochastic_search(
     invalid_actions: chex.Array | None = None,
     root_prior: chex.Array | None = None,
     chance_backup: ChanceBackup = "visits",
+    tree: Tree | None = None,
+    leaves_per_step: int = 1,
+    virtual_loss: VirtualLoss | None = None,
 ) -> tuple[Tree, ModelCalls]:
     """Runs ``num_simulations`` simulations of Stochastic MuZero search.
 
@@ -434,7 +530,8 @@ def stochastic_search(
       params: passed to both functions.
       rng_key: one key, or ``[B]`` keys (one per tree).
       root: ``RootFnOutput`` (jaxpuct's or mctx's): ``prior_logits [B, A]``,
-        ``value [B]``, ``embedding [B, ...]``, optional ``legal_action_mask``.
+        ``value [B]``, ``embedding [B, ...]``, optional ``legal_action_mask``;
+        may be ``None`` with ``tree``.
       decision_recurrent_fn: ``(params, key, action [B], state) ->
         (DecisionRecurrentFnOutput, afterstate)``.
       chance_recurrent_fn: ``(params, key, outcome [B], afterstate) ->
@@ -447,52 +544,25 @@ def stochastic_search(
       invalid_actions: optional ``[B, A]`` bool, root actions not to take.
       root_prior: optional ``[B, A]`` prior to select with at the root (noise).
       chance_backup: ``"visits"`` or ``"expectation"`` (module docstring).
+      tree: a tree with chance nodes to continue, rooted at a decision node (from
+        :func:`jaxpuct.subtree_path` over an action and its outcome).
+      leaves_per_step: ``K`` walks per tree per step, kept apart by virtual loss
+        (:mod:`jaxpuct.virtual_loss`); each function is still called at most once
+        per step, on ``B * K`` rows.
+      virtual_loss: how those walks keep apart (``K > 1`` only).
 
     Returns:
       ``(tree, calls)``: the ``Tree`` (edge width ``W = max(A, C)``, node kinds
-      in ``tree.embeddings.is_decision``) and the number of calls of each function.
+      in ``tree.embeddings.is_decision``, its layout in ``tree.chance``) and the
+      number of calls of each function.
     """
-    decision_rule = check_selection(selection)
-    validation.check_choice("chance_backup", chance_backup, _CHANCE_BACKUPS)
-    validation.check_int("num_simulations", num_simulations, 1)
-    batch_size, num_actions = validation.check_root(root)
-    shared_key, element_keys = validation.split_keys(rng_key, batch_size)
-    wide, shapes = _stochastic_root(root, params, shared_key, decision_recurrent_fn)
-    w = shapes.width
-    if invalid_actions is not None:
-        validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
-        invalid_actions = _pad(invalid_actions.astype(jnp.bool_), w, True)
-    if root_prior is not None:
-        validation.check_shape("root_prior", root_prior, (batch_size, num_actions))
-        root_prior = _pad(root_prior.astype(jnp.float32), w, 0.0)
-    tree, _ = prepare_tree(wide, num_simulations, max_nodes, invalid_actions, root_prior,
-                           None, None)
-    depth_limit = tree.max_nodes if max_depth is None else validation.check_int(
-        "max_depth", max_depth, 1)
-    rule = stochastic_rule(decision_rule)
-
-    def simulate(sim, state: _SimState) -> _SimState:
-        key = jax.random.fold_in(shared_key, sim)
-        tie_keys = jax.vmap(jax.random.fold_in, (0, None))(element_keys, sim)
-        walk, _ = select(state.tree, rule, depth_limit, tie_keys, None, None, sim,
-                         state.path_nodes, state.path_actions)
-        leaf, calls = evaluate_stochastic_leaves(
-            params, key, state.tree, walk, shapes, decision_recurrent_fn,
-            chance_recurrent_fn, root.embedding)
-        tree, leaf_return = expand_tree(state.tree, walk, leaf)
-        tree = (backup(tree, walk, leaf_return) if chance_backup == "visits"
-                else expectation_backup(tree, walk))
-        calls = ModelCalls(state.calls.decision + calls.decision,
-                           state.calls.chance + calls.chance)
-        return _SimState(tree, walk.path_nodes, walk.path_actions, calls)
-
-    init = _SimState(
-        tree=tree,
-        path_nodes=jnp.zeros((batch_size, depth_limit + 1), jnp.int32),
-        path_actions=jnp.zeros((batch_size, depth_limit), jnp.int32),
-        calls=ModelCalls(jnp.int32(0), jnp.int32(0)))
-    final = jax.lax.fori_loop(0, num_simulations, simulate, init)
-    return final.tree, final.calls
+    call = _Call(max_depth=max_depth, max_nodes=max_nodes, selection=selection,
+                 chance_backup=chance_backup, graph=None, leaves_per_step=leaves_per_step,
+                 virtual_loss=virtual_loss, solver=False, second_moment=False)
+    search_tree, calls, _ = _stochastic_call(
+        params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
+        invalid_actions, call, tree, None, root_prior)
+    return search_tree, calls
 
 
 def stochastic_policy(
@@ -511,6 +581,12 @@ def stochastic_policy(
     dirichlet_alpha: chex.Numeric = 0.3,
     temperature: chex.Numeric = 1.0,
     chance_backup: ChanceBackup = "visits",
+    tree: Tree | None = None,
+    graph: Any = None,
+    leaves_per_step: int = 1,
+    virtual_loss: VirtualLoss | None = None,
+    solver: Any = False,
+    final_move: str = "visits",
 ) -> PolicyOutput[Tree]:
     """Stochastic MuZero search (Antonoglou et al. 2022) with mctx's contract.
 
@@ -524,7 +600,8 @@ def stochastic_policy(
       params: passed to both functions.
       rng_key: one key, or ``[B]`` keys.
       root: ``RootFnOutput``: ``prior_logits [B, A]``, ``value [B]``,
-        ``embedding [B, ...]``, optional ``legal_action_mask [B, A]``.
+        ``embedding [B, ...]``, optional ``legal_action_mask [B, A]``; may be
+        ``None`` with ``tree``.
       decision_recurrent_fn: ``(params, key, action [B], state) ->
         (DecisionRecurrentFnOutput(chance_logits [B, C], afterstate_value [B]),
         afterstate)``.
@@ -540,28 +617,35 @@ def stochastic_policy(
       dirichlet_alpha: root noise concentration.
       temperature: τ for the move and the target ``N^(1/τ)``; 0 is argmax.
       chance_backup: ``"visits"`` (mctx) or ``"expectation"`` (exact ``p``).
+      tree: continue a tree with chance nodes rooted at a decision node
+        (:func:`jaxpuct.subtree_path` over ``[action, outcome]``).
+      graph: must be ``None`` (a ``ValueError`` says why).
+      leaves_per_step: ``K`` walks per tree per step (see :func:`stochastic_search`).
+      virtual_loss: how those walks keep apart (``K > 1`` only).
+      solver: must be ``False`` (a ``ValueError`` says why).
+      final_move: ``"visits"`` or ``"lcb"`` (KataGo's lower confidence bound over
+        the root's edges; needs ``chance_backup="visits"``).
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``; the tree's
       edge arrays have width ``max(A, C)``.
     """
-    batch_size, num_actions = validation.check_root(root)
+    batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
-    if invalid_actions is not None:
-        validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
-    _, element_keys = validation.split_keys(rng_key, batch_size)
-    pairs = jax.vmap(lambda k: jax.random.split(k, 2))(element_keys)
-    noise_keys, sample_keys = pairs[:, 0], pairs[:, 1]
-    prior, legal = root_prior_and_legal(root, invalid_actions)
-    noised = prior
-    if validation.concrete_value(dirichlet_fraction) is None or dirichlet_fraction != 0:
-        noised = dirichlet_noise(noise_keys, prior, legal,
-                                 jnp.clip(dirichlet_fraction, 0.0, 1.0), dirichlet_alpha)
-    tree, _ = stochastic_search(
-        params, rng_key, root, decision_recurrent_fn, chance_recurrent_fn, num_simulations,
-        max_depth=max_depth, max_nodes=max_nodes, selection=selection,
-        invalid_actions=invalid_actions, root_prior=noised, chance_backup=chance_backup)
-    counts = tree.edge_visits[:, Tree.ROOT_INDEX, :num_actions]
+    validation.check_choice("final_move", final_move, ("visits", "lcb"))
+    call = _Call(max_depth=max_depth, max_nodes=max_nodes, selection=selection,
+                 chance_backup=chance_backup, graph=graph, leaves_per_step=leaves_per_step,
+                 virtual_loss=virtual_loss, solver=solver,
+                 second_moment=final_move == "lcb")
+    search_tree, _, prepared = _stochastic_call(
+        params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
+        invalid_actions, call, tree, (dirichlet_fraction, dirichlet_alpha), None)
+    num_actions = search_tree.chance.num_actions
+    counts = search_tree.edge_visits[:, Tree.ROOT_INDEX, :num_actions]
+    legal = prepared.legal[:, :num_actions]
     action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
-    action = sample_action(sample_keys, action_weights)
-    return PolicyOutput(action=action, action_weights=action_weights, search_tree=tree)
+    if final_move == "lcb":
+        action = jnp.where(jnp.any(legal, axis=-1), lcb_action(search_tree), -1)
+    else:
+        action = sample_action(prepared.sample_keys, action_weights)
+    return PolicyOutput(action=action, action_weights=action_weights, search_tree=search_tree)

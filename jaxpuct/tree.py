@@ -20,7 +20,8 @@ simulations ``node_visits[:, 0] == S + 1`` and the root's edge visits sum to
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import dataclasses
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import chex
 import jax
@@ -29,13 +30,40 @@ import jax.numpy as jnp
 from jaxpuct.numerics import gather_rows
 from jaxpuct.types import SearchSummary
 
+if TYPE_CHECKING:
+    from jaxpuct.graph import GraphConfig
+
 UNEXPANDED = -1  # a legal edge with no child node yet
 ILLEGAL = -2  # an edge that may never be selected
 
 
-@chex.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
+class ChanceLayout:
+    """The node kinds of a tree with chance nodes (static; hashable).
+
+    Attributes:
+      num_actions: ``A``, edges of a decision node.
+      num_outcomes: ``C``, edges of a chance node. The edge arrays have width
+        ``max(A, C)``; the edges past a node's own count are ``ILLEGAL``.
+    """
+
+    num_actions: int
+    num_outcomes: int
+
+    @property
+    def width(self) -> int:
+        return max(self.num_actions, self.num_outcomes)
+
+
+@dataclasses.dataclass(frozen=True)
 class Tree:
-    """A batch of search trees (or graphs, when ``node_hash`` is set).
+    """A batch of search trees (or graphs, when ``graph`` is set).
+
+    Two fields are static (part of the pytree structure, not arrays): ``graph``,
+    the ``GraphConfig`` the tree was built for (``None`` for a tree), and
+    ``chance``, the :class:`ChanceLayout` of a tree with chance nodes (``None``
+    without). A continued search and tree reuse read them, so they cannot
+    disagree with how the tree was built.
 
     Attributes:
       node_visits: ``[B, N]`` int32 visit count ``N(n)``.
@@ -71,6 +99,8 @@ class Tree:
         ``None`` when the solver is off: ``-1`` for an unproven node, else the
         plies of its proof (0 at a terminal node). A proven node's ``node_values``
         holds its exact value. 4 bytes per node.
+      graph: static ``GraphConfig`` of a graph, or ``None``.
+      chance: static :class:`ChanceLayout` of a tree with chance nodes, or ``None``.
     """
 
     node_visits: chex.Array
@@ -91,8 +121,21 @@ class Tree:
     edge_discounts: chex.Array | None = None
     node_sq_values: chex.Array | None = None
     proof_plies: chex.Array | None = None
+    graph: GraphConfig | None = None
+    chance: ChanceLayout | None = None
 
     ROOT_INDEX: ClassVar[int] = 0
+
+    def replace(self, **changes: Any) -> Tree:
+        """A copy with ``changes`` applied (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def kind(self) -> str:
+        """``"tree"``, ``"graph"`` or ``"stochastic"`` (chance nodes)."""
+        if self.chance is not None:
+            return "stochastic"
+        return "graph" if self.graph is not None else "tree"
 
     @property
     def batch_size(self) -> int:
@@ -108,7 +151,7 @@ class Tree:
 
     @property
     def is_graph(self) -> bool:
-        return self.node_hash is not None
+        return self.graph is not None
 
     def qvalues(self, node_index: chex.Array) -> chex.Array:
         """``[B, A]`` edge values ``Q(n, a) = r + discount * Q(child)``.
@@ -148,6 +191,12 @@ class Tree:
             table_bytes = self.hash_table[0].size * self.hash_table.dtype.itemsize
             out["hash_table"] = table_bytes // self.max_nodes
         return out
+
+
+_TREE_META = ("graph", "chance")
+jax.tree_util.register_dataclass(
+    Tree, data_fields=[f.name for f in dataclasses.fields(Tree) if f.name not in _TREE_META],
+    meta_fields=list(_TREE_META))
 
 
 @chex.dataclass(frozen=True)

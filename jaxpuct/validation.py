@@ -163,6 +163,28 @@ def check_root_fits_tree(root: Any, tree: Any) -> tuple[int, int]:
     return tree.children_index.shape[0], tree.children_index.shape[2]
 
 
+def check_continued_tree(tree: Any, root: Any, max_nodes: int | None,
+                         graph: Any) -> tuple[int, int]:
+    """A tree to continue: a jaxpuct tree that fits ``root`` (when given), whose
+    capacity is ``max_nodes`` (when given) and whose ``GraphConfig`` is ``graph``
+    (when given; a config that differs only in how it walks,
+    ``stop_at_transposition``, is accepted). Returns its ``(batch_size,
+    num_actions)``."""
+    batch_size, num_actions = check_root_fits_tree(root, tree)
+    if max_nodes is not None and max_nodes != tree.max_nodes:
+        raise ValueError(
+            f"max_nodes={max_nodes} does not match the tree to continue: its capacity is "
+            f"max_nodes={tree.max_nodes} and cannot change (omit max_nodes, or build a "
+            "new tree).")
+    if graph is not None and (tree.graph is None or not graph.same_storage(tree.graph)):
+        built = "tree search" if tree.graph is None else repr(tree.graph)
+        raise ValueError(
+            f"graph={graph!r} does not match the tree to continue, which was built for "
+            f"{built}: edge_rewards, max_probes, table_factor and hash_fn shape what it stores "
+            "(omit graph= to continue it as it was built).")
+    return batch_size, num_actions
+
+
 def check_batched_pytree(name: str, tree: Any, batch_size: int) -> None:
     """Every leaf of ``tree`` has leading dimension ``batch_size``."""
     leaves = jax.tree_util.tree_leaves_with_path(tree)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Literal, NamedTuple, get_args
 
 import chex
@@ -42,6 +43,7 @@ import jax.numpy as jnp
 
 from jaxpuct import validation
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
+from jaxpuct.walk import Walk
 
 Mode = Literal["loss", "visit"]
 
@@ -111,10 +113,12 @@ def _path_child(path_nodes: chex.Array, depth: chex.Array, on_path: chex.Array,
     return path_nodes[:, depth + 1], has_child
 
 
-def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: chex.Array,
-          num_edges: chex.Array, expand: chex.Array, saved_values: chex.Array
-          ) -> tuple[Tree, chex.Array]:
-    """Marks one walk per tree as pending.
+def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
+                  path_actions: chex.Array, num_edges: chex.Array, expand: chex.Array,
+                  saved_values: chex.Array, stamp: chex.Array | None, step: chex.Array | None,
+                  first: chex.Array | None,
+                  ) -> tuple[Tree, chex.Array, chex.Array | None, chex.Array | None]:
+    """Marks one walk per tree as pending (module docstring).
 
     Args:
       tree: the tree (with the marks of earlier walks of the step).
@@ -125,27 +129,15 @@ def apply(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions:
       expand: ``[B]`` the last edge has no child yet.
       saved_values: ``[B, D + 1]`` buffer for the child values this overwrites
         (``"loss"`` mode), indexed by the child's position on the path.
+      stamp: ``[B, N]`` per node, the step that last overwrote its value, so
+        that :func:`unmark_step` restores each value from the step's *first*
+        overwrite (``None`` in ``"visit"`` mode).
+      step: this step's number.
+      first: ``[B, D + 1]`` buffer for the first-overwrite flags (by the child's
+        position on the path; ``None`` in ``"visit"`` mode).
 
     Returns:
-      ``(tree, saved_values)``; pass both to :func:`undo`.
-    """
-    tree, saved, _, _ = apply_in_step(tree, config, path_nodes, path_actions, num_edges,
-                                      expand, saved_values, None, None, None)
-    return tree, saved
-
-
-def apply_in_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
-                  path_actions: chex.Array, num_edges: chex.Array, expand: chex.Array,
-                  saved_values: chex.Array, stamp: chex.Array | None, step: chex.Array | None,
-                  first: chex.Array | None,
-                  ) -> tuple[Tree, chex.Array, chex.Array | None, chex.Array | None]:
-    """:func:`apply` that also tells which overwrites of a child value are the
-    step's first, so that :func:`undo_step` can remove all the step's marks at once.
-
-    ``stamp [B, N]`` holds, per node, the step that last overwrote its value
-    (``step``: this step's number); ``first [B, D + 1]`` is the buffer for the
-    flags (by the child's position on the path). Both ``None`` in ``"visit"``
-    mode or with plain :func:`apply`. Returns ``(tree, saved_values, stamp, first)``.
+      ``(tree, saved_values, stamp, first)``; pass them to :func:`unmark_step`.
     """
     rows = jnp.arange(tree.batch_size)
     n_vl = jnp.int32(config.size)
@@ -194,49 +186,18 @@ def apply_in_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
             final.stamp if track else stamp, final.first if track else first)
 
 
-def undo(tree: Tree, config: VirtualLoss, path_nodes: chex.Array, path_actions: chex.Array,
-         num_edges: chex.Array, expand: chex.Array, saved_values: chex.Array) -> Tree:
-    """Removes the marks :func:`apply` made for the same walk (call in the reverse
-    order of the applies; arguments as there)."""
-    rows = jnp.arange(tree.batch_size)
-    n_vl = jnp.int32(config.size)
-
-    def body(state: _Marks) -> _Marks:
-        depth = state.depth
-        on_path = depth < num_edges
-        node = path_nodes[:, depth]
-        action = path_actions[:, depth]
-        count = state.edge_visits[rows, node, action]
-        node_visits, edge_visits = _shift_visits(state, node, action, count,
-                                                 -jnp.where(on_path, n_vl, 0))
-        values = state.node_values
-        if config.mode == "loss":
-            child, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
-            values = values.at[rows, jnp.where(has_child, child, tree.max_nodes)].set(
-                saved_values[:, depth + 1], mode="drop")
-        return _Marks(depth - 1, node_visits, values, edge_visits, state.saved_values)
-
-    # Deepest edge first: a graph walk stopped by a cycle may list a node twice,
-    # and its restores must run in the reverse order of the overwrites.
-    init = _Marks(jnp.max(num_edges) - 1, tree.node_visits, tree.node_values,
-                  tree.edge_visits, saved_values)
-    final = jax.lax.while_loop(lambda s: s.depth >= 0, body, init)
-    return tree.replace(node_visits=final.node_visits, node_values=final.node_values,
-                        edge_visits=final.edge_visits)
-
-
-def undo_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
+def unmark_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
               path_actions: chex.Array, num_edges: chex.Array, expand: chex.Array,
               saved_values: chex.Array, first: chex.Array | None) -> Tree:
     """Removes the marks of all ``K`` walks of a step at once (arguments of
-    :func:`apply_in_step`, stacked ``[K, B, ...]``).
+    :func:`mark_walk`, stacked ``[K, B, ...]``).
 
     One loop over depth handles the ``K`` walks together: the counts fall back by
     a scatter-add (duplicate nodes simply add up) and each overwritten child
     value is restored from the walk that overwrote it *first* in the step (one
     writer per node, so the scatter has no duplicates). Cost O(K * B) per depth
-    step, against ``K`` loops of O(B) for walk-by-walk :func:`undo`; the result
-    is the same, bit for bit.
+    step, against ``K`` loops of O(B) for walk-by-walk restores in reverse order;
+    the result is the same, bit for bit.
     """
     rows = jnp.arange(tree.batch_size)[None, :]
     n_vl = jnp.int32(config.size)
@@ -275,3 +236,81 @@ def set_claims(tree: Tree, parent: chex.Array, action: chex.Array, claimed: chex
 
 CLAIMED = ILLEGAL
 RELEASED = UNEXPANDED
+
+
+class StepWalks(NamedTuple):
+    """The ``K`` walks of one step and what the step's walk loop carries."""
+
+    walks: Walk  # [K, B] path records; num_edges 0 for an invalid (no-op) walk
+    saved_values: chex.Array  # [K, B, D + 1] values virtual loss overwrote
+    first: chex.Array | None  # [K, B, D + 1] the step's first overwrites ("loss" mode)
+
+
+class _WalkLoop(NamedTuple):
+    tree: Tree
+    marks: chex.Array | None  # [B, N] graph search
+    stamp: chex.Array | None  # [B, N] "loss" mode
+    step: StepWalks
+
+
+def empty_step(config: VirtualLoss, num_walks: int, batch_size: int, depth_limit: int
+               ) -> StepWalks:
+    """The ``[K, B, ...]`` buffers of :func:`walk_step` (reused from step to step)."""
+    path_len = depth_limit + 1
+    return StepWalks(
+        walks=Walk(path_nodes=jnp.full((num_walks, batch_size, path_len), Tree.ROOT_INDEX,
+                                       jnp.int32),
+                   path_actions=jnp.zeros((num_walks, batch_size, depth_limit), jnp.int32),
+                   num_edges=jnp.zeros((num_walks, batch_size), jnp.int32),
+                   expand=jnp.zeros((num_walks, batch_size), jnp.bool_)),
+        saved_values=jnp.zeros((num_walks, batch_size, path_len), jnp.float32),
+        first=(jnp.zeros((num_walks, batch_size, path_len), jnp.bool_)
+               if config.mode == "loss" else None))
+
+
+def empty_stamp(config: VirtualLoss, tree: Tree) -> chex.Array | None:
+    """``[B, N]`` stamps of :func:`mark_walk` (``"loss"`` mode), or ``None``."""
+    return jnp.full(tree.node_visits.shape, -1, jnp.int32) if config.mode == "loss" else None
+
+
+def walk_step(tree: Tree, config: VirtualLoss, select_one: Callable, step: chex.Array,
+              buffers: StepWalks, marks: chex.Array | None, stamp: chex.Array | None,
+              ) -> tuple[Tree, StepWalks, chex.Array | None, chex.Array | None]:
+    """The ``K`` walks of one search step, each under the marks of the earlier ones.
+
+    ``select_one(tree, k, path_nodes, path_actions, marks) -> (Walk, marks)`` walks
+    once (walk ``k`` of the step, ``[B, D + 1]``/``[B, D]`` buffers). Each walk
+    marks its path and claims its unexpanded edge; then the marks of all ``K``
+    are undone at once (:func:`unmark_step`, bit for bit). The claims stay (the
+    storage links or releases them). Returns ``(tree, walks, marks, stamp)``.
+    """
+    rows = jnp.arange(tree.batch_size)
+
+    def walk_one(k, state: _WalkLoop) -> _WalkLoop:
+        buf = state.step
+        walk, marks = select_one(state.tree, k, buf.walks.path_nodes[k],
+                                 buf.walks.path_actions[k], state.marks)
+        parent, action = walk.leaf_edge()
+        # An ILLEGAL last edge: every edge the rule could pick was illegal or
+        # claimed by an earlier walk of this step. The walk does nothing.
+        invalid = walk.expand & (state.tree.children_index[rows, parent, action] == ILLEGAL)
+        num_edges = jnp.where(invalid, 0, walk.num_edges)
+        expand = walk.expand & ~invalid
+        tree, saved, stamp, first = mark_walk(
+            state.tree, config, walk.path_nodes, walk.path_actions, num_edges, expand,
+            buf.saved_values[k], state.stamp, step, None if buf.first is None else buf.first[k])
+        tree = set_claims(tree, parent, action, expand, CLAIMED)
+        walks = Walk(path_nodes=buf.walks.path_nodes.at[k].set(walk.path_nodes),
+                     path_actions=buf.walks.path_actions.at[k].set(walk.path_actions),
+                     num_edges=buf.walks.num_edges.at[k].set(num_edges),
+                     expand=buf.walks.expand.at[k].set(expand))
+        return _WalkLoop(tree, marks, stamp, StepWalks(
+            walks=walks, saved_values=buf.saved_values.at[k].set(saved),
+            first=None if first is None else buf.first.at[k].set(first)))
+
+    num_walks = buffers.walks.num_walks
+    state = jax.lax.fori_loop(0, num_walks, walk_one, _WalkLoop(tree, marks, stamp, buffers))
+    walks = state.step.walks
+    tree = unmark_step(state.tree, config, walks.path_nodes, walks.path_actions,
+                       walks.num_edges, walks.expand, state.step.saved_values, state.step.first)
+    return tree, state.step, state.marks, state.stamp

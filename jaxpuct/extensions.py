@@ -1,0 +1,127 @@
+"""Extensions: what rides along the tree, through hooks the engine calls.
+
+The engine (:mod:`jaxpuct.engine`) names no optional feature. Each one is an
+:class:`Extension` whose hooks the engine calls at fixed points, in the spirit
+of optax's ``(init, update)`` pairs:
+
+* ``prepare(tree, continued)``: once, before the search; adds the extension's
+  optional ``Tree`` fields (or brings a continued tree's up to date);
+* ``wrap_rule(rule, selection)``: the selection rule the walk uses;
+* ``stop(tree, node [B]) -> [B] bool``: the walk does not enter these nodes (it
+  stops on the edge into them and backs up their stored value); a root it
+  returns ``True`` for is not searched;
+* ``after_walk(tree, walk, several)``: after a walk's leaf is stored and its
+  path backed up (``several``: the walk is one of ``K > 1`` walks of a step);
+* ``done(tree) -> [B] bool``: these trees need no more simulations; the loop
+  ends when every tree is done.
+
+The base class has every hook at its neutral value; a ``stop`` or ``done`` that
+a subclass does not override costs nothing. The solver (:class:`jaxpuct.solver.Solver`)
+and the second moment (:class:`SecondMoment`) are extensions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import chex
+import jax.numpy as jnp
+
+from jaxpuct.selection import SelectionRule
+from jaxpuct.tree import Tree, with_second_moment
+from jaxpuct.walk import StopFn, Walk
+
+
+@dataclasses.dataclass(frozen=True)
+class Extension:
+    """An optional feature of the search (static; hashable). Every hook is neutral."""
+
+    def prepare(self, tree: Tree, continued: bool) -> Tree:
+        del continued
+        return tree
+
+    def wrap_rule(self, rule: SelectionRule, selection: Any) -> SelectionRule:
+        del selection
+        return rule
+
+    def stop(self, tree: Tree, node: chex.Array) -> chex.Array | None:
+        del tree, node
+        return None
+
+    def after_walk(self, tree: Tree, walk: Walk, several: bool) -> Tree:
+        del walk, several
+        return tree
+
+    def done(self, tree: Tree) -> chex.Array | None:
+        del tree
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SecondMoment(Extension):
+    """Stores ``Tree.node_sq_values``, the running mean of the squared returns of
+    each node (the backups fold it next to ``node_values``): the variance that
+    LCB move selection and variance-scaled cPUCT read."""
+
+    def prepare(self, tree: Tree, continued: bool) -> Tree:
+        del continued
+        return with_second_moment(tree)
+
+
+# ---------------------------------------------------------------- combined hooks
+
+
+def prepare(extensions: Sequence[Extension], tree: Tree, continued: bool) -> Tree:
+    for extension in extensions:
+        tree = extension.prepare(tree, continued)
+    return tree
+
+
+def wrap_rule(extensions: Sequence[Extension], rule: SelectionRule,
+              selection: Any) -> SelectionRule:
+    for extension in extensions:
+        rule = extension.wrap_rule(rule, selection)
+    return rule
+
+
+def stop_fn(extensions: Sequence[Extension], tree: Tree) -> StopFn | None:
+    """The walk's ``stop`` (the OR of the extensions'), or ``None`` if none stops."""
+    del tree
+    active = [e for e in extensions if overrides(e, "stop")]
+    if not active:
+        return None
+
+    def stop(tree: Tree, node: chex.Array) -> chex.Array:
+        result = active[0].stop(tree, node)
+        for extension in active[1:]:
+            result = result | extension.stop(tree, node)
+        return result
+
+    return stop
+
+
+def after_walk(extensions: Sequence[Extension], tree: Tree, walk: Walk,
+               several: bool) -> Tree:
+    for extension in extensions:
+        tree = extension.after_walk(tree, walk, several)
+    return tree
+
+
+def has_done(extensions: Sequence[Extension]) -> bool:
+    """Whether some extension can end a tree's search early."""
+    return any(overrides(e, "done") for e in extensions)
+
+
+def done(extensions: Sequence[Extension], tree: Tree) -> chex.Array:
+    """``[B]`` bool: some extension says the tree needs no more simulations."""
+    result = jnp.zeros((tree.batch_size,), jnp.bool_)
+    for extension in extensions:
+        if overrides(extension, "done"):
+            result = result | extension.done(tree)
+    return result
+
+
+def overrides(extension: Extension, hook: str) -> bool:
+    return getattr(type(extension), hook) is not getattr(Extension, hook)

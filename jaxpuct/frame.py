@@ -1,0 +1,194 @@
+"""The frame every policy shares: checks, keys, the root prior and noise, once.
+
+A policy (``alphazero_policy``, ``gumbel_policy``, ``stochastic_policy``) is
+this frame plus its own rule, expander and final move, in the way pgx's
+``Env.step`` does the shared bookkeeping once and calls a game's own step:
+
+1. :func:`engine_options` turns the engine keywords that every policy accepts
+   (``max_depth``, ``leaves_per_step``, ``virtual_loss``, ``solver``, and
+   whether the move needs the second moment) into an :class:`EngineConfig` and
+   the extensions, refusing a meaningless combination with a ``ValueError``;
+2. :func:`prepare` checks the root (or the tree to continue) and the root
+   mask, splits the keys (one shared key for the model, per-tree keys for noise
+   and the move), adds Dirichlet noise to the root prior if asked, and builds
+   or restricts the tree with every extension's fields;
+3. :func:`search` runs the engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxpuct import engine as engine_lib
+from jaxpuct import extensions as ext_lib
+from jaxpuct import validation
+from jaxpuct.engine import EngineConfig, SearchKeys
+from jaxpuct.expanders import Expander
+from jaxpuct.graph import GraphConfig
+from jaxpuct.roots import dirichlet_noise, prepare_tree, root_prior_and_legal
+from jaxpuct.selection import PUCTConfig, SelectionRule, puct_rule
+from jaxpuct.solver import Solver, solver_config
+from jaxpuct.tree import ILLEGAL, ChanceLayout, Tree
+from jaxpuct.virtual_loss import VirtualLoss
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What the engine keywords of a policy call mean (static).
+
+    Attributes:
+      config: the loop's configuration.
+      extensions: the extensions, in hook order.
+      solver: the solver's extension, or ``None``.
+    """
+
+    config: EngineConfig
+    extensions: tuple[ext_lib.Extension, ...]
+    solver: Solver | None
+
+
+def engine_options(num_simulations: int, max_depth: int | None, max_nodes_hint: int, *,
+                   leaves_per_step: int = 1, virtual_loss: VirtualLoss | None = None,
+                   solver: Any = False, second_moment: bool = False,
+                   backup: engine_lib.Backup | None = None) -> Options:
+    """Checks the engine keywords and returns the loop's configuration.
+
+    ``max_depth`` defaults to ``max_nodes_hint`` (the tree's capacity: no path is
+    longer). ``virtual_loss`` is refused with one leaf per step (nothing would
+    read it). ``solver``: ``bool``, ``None`` or a ``SolverConfig``.
+    """
+    validation.check_int("num_simulations", num_simulations, 1)
+    validation.check_int("leaves_per_step", leaves_per_step, 1)
+    validation.check_instance("virtual_loss", virtual_loss, VirtualLoss, allow_none=True)
+    if virtual_loss is not None and leaves_per_step == 1:
+        raise ValueError(
+            f"virtual_loss={virtual_loss!r} needs leaves_per_step > 1: it keeps apart the "
+            "walks of one search step, and with leaves_per_step=1 there is one walk per "
+            "step (omit virtual_loss, or raise leaves_per_step).")
+    depth = max_nodes_hint if max_depth is None else validation.check_int(
+        "max_depth", max_depth, 1)
+    config = EngineConfig(num_simulations=num_simulations, max_depth=depth,
+                          leaves_per_step=leaves_per_step,
+                          virtual_loss=VirtualLoss() if virtual_loss is None else virtual_loss,
+                          backup=backup)
+    solver_cfg = solver_config(solver)
+    extensions: list[ext_lib.Extension] = []
+    if second_moment:
+        extensions.append(ext_lib.SecondMoment())
+    solver_ext = None if solver_cfg is None else Solver(solver_cfg)
+    if solver_ext is not None:
+        extensions.append(solver_ext)
+    return Options(config=config, extensions=tuple(extensions), solver=solver_ext)
+
+
+def selection_rule(selection: Any, options: Options) -> SelectionRule:
+    """``selection`` (a ``PUCTConfig`` or a ``SelectionRule``) as the rule the walk
+    uses, wrapped by the extensions (the solver's PUCT rule, for one)."""
+    if isinstance(selection, PUCTConfig):
+        rule = puct_rule(selection)
+    elif isinstance(selection, SelectionRule):
+        rule = selection
+    else:
+        raise ValueError("selection must be a PUCTConfig or a SelectionRule, got "
+                         f"{selection!r} of type {type(selection).__name__}.")
+    return ext_lib.wrap_rule(options.extensions, rule, selection)
+
+
+def needs_second_moment(selection: Any) -> bool:
+    """Whether ``selection`` reads ``Tree.node_sq_values`` (a ``SelectionRule`` may
+    say so with a ``needs_second_moment`` attribute)."""
+    return bool(getattr(selection, "needs_second_moment", False))
+
+
+class Prepared(NamedTuple):
+    """A policy call after the frame: the tree to search and what the move needs.
+
+    Attributes:
+      tree: the tree, new or continued, with the extensions' fields.
+      keys: the search's keys.
+      sample_keys: ``[B]`` per-tree keys for the move (Gumbel's draw uses them).
+      prior: ``[B, A]`` the network's root prior (no noise), 0 where illegal.
+      legal: ``[B, A]`` bool root mask (the root's or the tree's, minus
+        ``invalid_actions``).
+    """
+
+    tree: Tree
+    keys: SearchKeys
+    sample_keys: chex.Array
+    prior: chex.Array
+    legal: chex.Array
+
+
+def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
+            invalid_actions: chex.Array | None, options: Options, *,
+            tree: Tree | None = None, max_nodes: int | None = None,
+            graph: GraphConfig | None = None,
+            noise: tuple[chex.Numeric, chex.Numeric] | None = None,
+            root_prior: chex.Array | None = None,
+            chance: ChanceLayout | None = None) -> Prepared:
+    """Checks the call once and prepares the tree (module docstring).
+
+    ``noise``: ``(dirichlet_fraction, dirichlet_alpha)`` to mix into the root
+    prior (skipped when the fraction is a concrete 0), or ``None`` (no noise, and
+    a continued tree keeps its root prior); ``root_prior``: ``[B, A]`` the
+    caller's own prior to select with at the root instead (shape checked).
+    ``chance``: the :class:`jaxpuct.tree.ChanceLayout` of a search with chance
+    nodes (a new tree gets it; a continued tree must have it), ``None`` for a
+    search without (a continued tree must have none); the noise is then drawn
+    over the ``chance.num_actions`` decision actions only.
+    """
+    validation.check_instance("graph", graph, GraphConfig, allow_none=True)
+    if tree is None:
+        batch_size, num_actions = validation.check_root(root)
+    else:
+        batch_size, num_actions = validation.check_continued_tree(tree, root, max_nodes, graph)
+        if tree.chance != chance:
+            raise ValueError(
+                f"tree has chance-node layout {tree.chance!r}, but this search expects "
+                f"{chance!r}: a tree with chance nodes is continued by stochastic_policy "
+                "(or stochastic_search) only, and a tree without by the other policies.")
+    if invalid_actions is not None:
+        validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
+    shared_key, element_keys = validation.split_keys(rng_key, batch_size)
+    pairs = jax.vmap(lambda k: jax.random.split(k, 2))(element_keys)
+    noise_keys, sample_keys = pairs[:, 0], pairs[:, 1]
+    if tree is None:
+        prior, legal = root_prior_and_legal(root, invalid_actions)
+    else:
+        legal = tree.children_index[:, Tree.ROOT_INDEX] != ILLEGAL
+        if invalid_actions is not None:
+            legal = legal & ~invalid_actions.astype(jnp.bool_)
+        prior = jnp.where(legal, tree.children_prior[:, Tree.ROOT_INDEX], 0.0)
+    if root_prior is not None:
+        validation.check_shape("root_prior", root_prior, (batch_size, num_actions))
+    # With noise asked for (even a zero fraction), the root selects with the
+    # network prior or its noised mix, also in a continued tree; without, a
+    # continued tree keeps the root prior it has.
+    if noise is not None:
+        fraction, alpha = noise
+        root_prior = prior
+        if validation.concrete_value(fraction) is None or fraction != 0:
+            width = num_actions if chance is None else chance.num_actions
+            noised = dirichlet_noise(noise_keys, prior[:, :width], legal[:, :width],
+                                     jnp.clip(fraction, 0.0, 1.0), alpha)
+            root_prior = jnp.pad(noised, ((0, 0), (0, num_actions - width)))
+    prepared = prepare_tree(root, num_simulations, max_nodes=max_nodes,
+                            invalid_actions=invalid_actions, root_prior=root_prior,
+                            tree=tree, graph=graph, extensions=options.extensions,
+                            root_prior_legal=(prior, legal))
+    if tree is None and chance is not None:
+        prepared = prepared.replace(chance=chance)
+    return Prepared(tree=prepared, keys=SearchKeys(shared_key, element_keys),
+                    sample_keys=sample_keys, prior=prior, legal=legal)
+
+
+def search(params: Any, prepared: Prepared, expander: Expander, rule: SelectionRule,
+           options: Options) -> tuple[Tree, Any]:
+    """Runs the engine on a prepared call; returns the tree and the expander's counts."""
+    return engine_lib.run(params, prepared.keys, prepared.tree, expander, rule,
+                          options.extensions, options.config)

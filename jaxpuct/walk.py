@@ -1,0 +1,165 @@
+"""The walk down: from each root to a leaf edge, recording the path.
+
+One simulation walks every tree of the batch from its root until it takes an
+edge with no child (to be expanded), reaches a terminal node or ``max_depth``,
+or a node an extension says not to enter (the solver's proven nodes); graph
+search also stops at a transposition and before re-entering a node of its own
+path (a cycle).
+
+Why it is fast: the loop is a ``while_loop`` over *depth* whose carry holds only
+``[B]`` and ``[B, D]`` arrays (and graph search's ``[B, N]`` marks, updated in
+place). Nothing is ``vmap`` ped over the batch, so no loop turns into a select
+over whole ``[B, N, A]`` arrays (mctx vmaps a ``while_loop`` that carries the
+tree, which is where its time goes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxpuct.selection import SelectionRule
+from jaxpuct.tree import Tree
+
+# ``(tree, node [B]) -> [B] bool``: the walk does not enter those nodes (it stops
+# on the edge into them and backs up their stored value).
+StopFn = Callable[[Tree, chex.Array], chex.Array]
+
+
+@chex.dataclass(frozen=True)
+class Walk:
+    """Where one simulation's walk ended, for every tree.
+
+    The arrays may carry a leading ``[K]`` axis (the ``K`` walks of one step of
+    a multi-leaf search, see :mod:`jaxpuct.virtual_loss`).
+
+    Attributes:
+      path_nodes: ``[B, D + 1]`` node at each depth (column 0 is the root).
+      path_actions: ``[B, D]`` action taken at each depth.
+      num_edges: ``[B]`` edges walked, the last one included (0: not searched).
+      expand: ``[B]`` the last edge had no child: evaluate and store one.
+    """
+
+    path_nodes: chex.Array
+    path_actions: chex.Array
+    num_edges: chex.Array
+    expand: chex.Array
+
+    def leaf_edge(self) -> tuple[chex.Array, chex.Array]:
+        """``(parent, action)`` of the last edge walked, ``[B]`` (or ``[K, B]``)."""
+        last = jnp.maximum(self.num_edges - 1, 0)[..., None]
+        return (jnp.take_along_axis(self.path_nodes, last, axis=-1)[..., 0],
+                jnp.take_along_axis(self.path_actions, last, axis=-1)[..., 0])
+
+    def leaf_node(self) -> chex.Array:
+        """The node at the end of the path, ``[B]`` (or ``[K, B]``): the last edge's
+        child where it has one (else its parent; not read by the callers then)."""
+        return jnp.take_along_axis(self.path_nodes, self.num_edges[..., None], axis=-1)[..., 0]
+
+    def one(self, k: int | chex.Array) -> Walk:
+        """Walk ``k`` of a stack of ``[K, B]`` walks."""
+        return Walk(path_nodes=self.path_nodes[k], path_actions=self.path_actions[k],
+                    num_edges=self.num_edges[k], expand=self.expand[k])
+
+    @property
+    def num_walks(self) -> int:
+        """``K`` (1 for a walk without the leading axis)."""
+        return 1 if self.num_edges.ndim == 1 else self.num_edges.shape[0]
+
+
+class _WalkState(NamedTuple):
+    """The walk's loop carry: ``[B]`` and ``[B, D]`` arrays (and graph marks)."""
+
+    depth: chex.Array  # scalar int32: edges walked so far
+    node: chex.Array  # [B] current node
+    active: chex.Array  # [B] still walking
+    path_nodes: chex.Array  # [B, D + 1]
+    path_actions: chex.Array  # [B, D]
+    num_edges: chex.Array  # [B]
+    expand: chex.Array  # [B]
+    marks: chex.Array | None  # [B, N] graph search: simulation that last entered a node
+
+
+def _advance(tree: Tree, state: _WalkState, action: chex.Array, max_depth: int,
+             stop_fn: StopFn | None, sim: chex.Array) -> _WalkState:
+    """Takes ``action [B]`` from ``state.node`` in every active walk."""
+    rows = jnp.arange(tree.batch_size)
+    depth, node, active = state.depth, state.node, state.active
+    child = tree.children_index[rows, node, action]
+    safe_child = jnp.maximum(child, 0)
+    path_actions = state.path_actions.at[:, depth].set(
+        jnp.where(active, action, state.path_actions[:, depth]))
+    num_edges = jnp.where(active, depth + 1, state.num_edges)
+    descend = active & (child >= 0)
+    expand = jnp.where(active, child < 0, state.expand)
+    stop = (depth + 1 >= max_depth) | tree.node_terminal[rows, safe_child]
+    if stop_fn is not None:
+        stop = stop | stop_fn(tree, safe_child)
+    marks = state.marks
+    if tree.graph is not None:
+        seen = marks[rows, safe_child]
+        # The root is on every path: it needs no mark (a write of it before the
+        # walk made XLA copy the [B, N] marks on every simulation).
+        cycle = (seen == sim) | (child == Tree.ROOT_INDEX)
+        stop = stop | cycle
+        if tree.graph.stop_at_transposition:
+            stop = stop | (tree.edge_visits[rows, node, action]
+                           < tree.node_visits[rows, safe_child])
+        marks = marks.at[rows, jnp.where(descend & ~cycle, child, tree.max_nodes)].set(
+            sim, mode="drop")
+    path_nodes = state.path_nodes.at[:, depth + 1].set(
+        jnp.where(descend, child, state.path_nodes[:, depth + 1]))
+    return _WalkState(depth=depth + 1, node=jnp.where(descend, child, node),
+                      active=descend & ~stop, path_nodes=path_nodes,
+                      path_actions=path_actions, num_edges=num_edges, expand=expand,
+                      marks=marks)
+
+
+def select(tree: Tree, rule: SelectionRule, max_depth: int, rng_keys: chex.Array,
+           marks: chex.Array | None, sim: chex.Array | int, path_nodes: chex.Array,
+           path_actions: chex.Array, stop_fn: StopFn | None = None,
+           ) -> tuple[Walk, chex.Array | None]:
+    """Walks every tree from the root and records the path (module docstring).
+
+    The root step runs once, outside the loop, with ``rule.root``; the loop then
+    uses ``rule.interior``. ``path_nodes [B, D + 1]`` (column 0 holding the root)
+    and ``path_actions [B, D]`` are the buffers to record into (entries past a
+    walk's length are never read, so they are reused without clearing);
+    ``rng_keys [B]`` are folded with the depth for each step's rule; ``marks
+    [B, N]`` (graph search) hold the simulation number ``sim`` that last entered
+    each node. ``stop_fn`` also applies to the root: a root it stops at is not
+    searched. Returns the walk and the updated marks.
+    """
+    batch_size = tree.batch_size
+    root = jnp.full((batch_size,), Tree.ROOT_INDEX, jnp.int32)
+
+    def step_keys(depth):
+        return jax.vmap(jax.random.fold_in, (0, None))(rng_keys, depth)
+
+    active = ~tree.node_terminal[:, Tree.ROOT_INDEX]
+    if stop_fn is not None:
+        active = active & ~stop_fn(tree, root)
+    state = _WalkState(
+        depth=jnp.int32(0), node=root, active=active,
+        path_nodes=path_nodes, path_actions=path_actions,
+        num_edges=jnp.zeros((batch_size,), jnp.int32),
+        expand=jnp.zeros((batch_size,), jnp.bool_),
+        marks=marks)
+    action = rule.root(tree, root, state.depth, step_keys(state.depth))
+    state = _advance(tree, state, action, max_depth, stop_fn, sim)
+
+    def cond(state: _WalkState):
+        return jnp.any(state.active) & (state.depth < max_depth)
+
+    def body(state: _WalkState) -> _WalkState:
+        action = rule.interior(tree, state.node, state.depth, step_keys(state.depth))
+        return _advance(tree, state, action, max_depth, stop_fn, sim)
+
+    state = jax.lax.while_loop(cond, body, state)
+    walk = Walk(path_nodes=state.path_nodes, path_actions=state.path_actions,
+                num_edges=state.num_edges, expand=state.expand)
+    return walk, state.marks
