@@ -86,6 +86,16 @@ def engine_options(num_simulations: int, max_depth: int | None, max_nodes_hint: 
     return Options(config=config, extensions=tuple(extensions), solver=solver_ext)
 
 
+def capacity(tree: Tree | None, max_nodes: int | None, num_simulations: int) -> int:
+    """The node capacity the search will have: the continued tree's, else
+    ``max_nodes`` (checked) or ``num_simulations + 1``."""
+    if tree is not None:
+        return tree.max_nodes
+    if max_nodes is None:
+        return num_simulations + 1
+    return validation.check_int("max_nodes", max_nodes, 1)
+
+
 def selection_rule(selection: Any, options: Options) -> SelectionRule:
     """``selection`` (a ``PUCTConfig`` or a ``SelectionRule``) as the rule the walk
     uses, wrapped by the extensions (the solver's PUCT rule, for one)."""

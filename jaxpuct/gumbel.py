@@ -425,8 +425,7 @@ def gumbel_policy(
     validation.check_scalar_or_batch("gumbel_scale", gumbel_scale, batch_size)
     validation.check_range("gumbel_scale", gumbel_scale, 0.0)
     validation.debug_check_range("gumbel_scale", gumbel_scale, 0.0)
-    capacity = (tree.max_nodes if tree is not None
-                else num_simulations + 1 if max_nodes is None else max_nodes)
+    capacity = frame.capacity(tree, max_nodes, num_simulations)
     options = frame.engine_options(num_simulations, max_depth, capacity, solver=solver,
                                    second_moment=final_move == "lcb")
     prepared = frame.prepare(root, rng_key, num_simulations, invalid_actions, options,

@@ -108,7 +108,7 @@ def alphazero_policy(
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
     options = frame.engine_options(
-        num_simulations, max_depth, _capacity(tree, max_nodes, num_simulations),
+        num_simulations, max_depth, frame.capacity(tree, max_nodes, num_simulations),
         leaves_per_step=leaves_per_step, virtual_loss=virtual_loss, solver=solver,
         second_moment=final_move == "lcb" or frame.needs_second_moment(selection))
     rule = frame.selection_rule(selection, options)
@@ -134,13 +134,6 @@ def alphazero_policy(
         action = jnp.where(use_proof & jnp.any(legal, axis=-1),
                            solver_lib.solver_action(search_tree), action)
     return PolicyOutput(action=action, action_weights=action_weights, search_tree=search_tree)
-
-
-def _capacity(tree: Tree | None, max_nodes: int | None, num_simulations: int) -> int:
-    """The node capacity the search will have (the default ``max_depth``)."""
-    if tree is not None:
-        return tree.max_nodes
-    return num_simulations + 1 if max_nodes is None else max_nodes
 
 
 def check_policy_numbers(batch_size: int, dirichlet_fraction: Any, dirichlet_alpha: Any,

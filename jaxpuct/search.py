@@ -107,10 +107,7 @@ def search(
       The ``Tree``. A root with no legal action (or a terminal root) is never
       searched: its statistics stay as they were.
     """
-    if tree is None:
-        capacity = num_simulations + 1 if max_nodes is None else max_nodes
-    else:
-        capacity = tree.max_nodes
+    capacity = frame.capacity(tree, max_nodes, num_simulations)
     options = frame.engine_options(
         num_simulations, max_depth, capacity, leaves_per_step=leaves_per_step,
         virtual_loss=virtual_loss, solver=solver,

@@ -471,7 +471,7 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
         batch_size = validation.check_root(root)[0]
         shared_key = validation.split_keys(rng_key, batch_size)[0]
         wide, layout = _stochastic_root(root, params, shared_key, decision_recurrent_fn)
-        capacity = num_simulations + 1 if call.max_nodes is None else call.max_nodes
+        capacity = frame.capacity(None, call.max_nodes, num_simulations)
     else:
         if getattr(tree, "chance", None) is None:
             raise ValueError(

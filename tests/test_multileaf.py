@@ -1,10 +1,11 @@
 """Several leaves per tree per search step (``leaves_per_step = K``) with virtual loss.
 
-* ``K = 1`` through the multi-leaf engine computes the same trees, bit for bit, as
-  the one-leaf loop (several selection rules, root noise, graph search): the marks
-  are undone exactly and the backups are those of a one-leaf simulation.
-* Virtual loss applied along walked paths and undone in reverse order restores the
-  tree bit for bit.
+* ``K = 1`` through the multi-leaf machinery (walk step with marks and claims,
+  ``K``-walk fold) computes the same trees, bit for bit, as the one-walk step the
+  engine runs (tie noise, graph search): the marks are undone exactly and the
+  backups are those of a one-leaf simulation.
+* Virtual loss applied along walked paths and undone at once restores the tree
+  bit for bit.
 * Structural invariants by hypothesis over random games, ``K``, both modes, and
   tree or graph search: one child per (parent, action), counts consistent, values
   the mean of their backed-up returns (so no virtual loss is left behind), root
@@ -18,7 +19,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 
 import jax
 import jax.numpy as jnp
@@ -32,31 +32,34 @@ from test_search import _copies_in_loops
 
 import jaxpuct
 from jaxpuct import PUCTConfig, VirtualLoss, validation
+from jaxpuct import backup as backup_lib
+from jaxpuct import graph as graph_lib
 from jaxpuct import virtual_loss as vl_lib
+from jaxpuct import walk as walk_lib
+from jaxpuct.expanders import RecurrentExpander, evaluate_walks
 from jaxpuct.roots import root_prior_and_legal
+from jaxpuct.selection import puct_rule
 from jaxpuct.testing import checks
 
-search_lib = importlib.import_module("jaxpuct.search")
 _GAME_RF = oracles.make_random_game_recurrent_fn(with_hash=True)
 GRAPH = jaxpuct.GraphConfig()
 _VL = VirtualLoss()
 
 
-@sc.jit(static_argnames=("sims", "config", "k", "force_multi", "vl", "graph",
-                         "dirichlet_fraction", "max_depth"))
-def _game_search(forest, roots, keys, *, sims, config, k, force_multi=False,
-                 vl=_VL, graph=None, dirichlet_fraction=0.25, max_depth=None):
-    """``alphazero_policy``-like search on random games through ``run_search``
-    (so that ``force_multi`` can route ``K = 1`` through the multi-leaf engine)."""
+@sc.jit(static_argnames=("sims", "config", "k", "vl", "graph", "dirichlet_fraction",
+                         "max_depth"))
+def _game_search(forest, roots, keys, *, sims, config, k, vl=_VL, graph=None,
+                 dirichlet_fraction=0.25, max_depth=None):
+    """``alphazero_policy``-like search on random games through ``jaxpuct.search``
+    with this test's own root noise."""
     root = oracles.random_game_root(forest, roots, with_hash=graph is not None)
-    shared_key, element_keys = validation.split_keys(keys, roots.shape[0])
+    _, element_keys = validation.split_keys(keys, roots.shape[0])
     prior, legal = root_prior_and_legal(root, None)
     noise_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(element_keys)
     noised = jaxpuct.dirichlet_noise(noise_keys, prior, legal, dirichlet_fraction, 0.3)
-    tree, like = search_lib.prepare_tree(root, sims, None, None, noised, None, graph)
-    return search_lib.run_search(forest, shared_key, element_keys, tree, _GAME_RF, sims,
-                                 search_lib.check_selection(config), max_depth, graph, like,
-                                 k, vl, force_multi)
+    return jaxpuct.search(forest, keys, root, _GAME_RF, sims, max_depth=max_depth,
+                          selection=config, root_prior=noised, graph=graph,
+                          leaves_per_step=k, virtual_loss=vl if k > 1 else None)
 
 
 def _assert_trees_equal(a, b, what=""):
@@ -66,43 +69,91 @@ def _assert_trees_equal(a, b, what=""):
                                       err_msg=f"{what}{jax.tree_util.keystr(path)}")
 
 
+def _walk_once(tree, keys, sim, path_nodes, path_actions, marks, rule, depth):
+    tie_keys = jax.vmap(jax.random.fold_in, (0, None))(keys, sim)
+    return walk_lib.select(tree, rule, depth, tie_keys, marks, sim, path_nodes, path_actions)
+
+
+@sc.jit(static_argnames=("config", "several", "vl"))
+def _one_step(forest, tree, keys, step, *, config, several, vl=_VL):
+    """One engine step at ``K = 1``: the plain walk and one-walk backup, or (with
+    ``several``) the multi-leaf machinery's walk step (marks, claims, undo) and
+    its ``K``-walk fold, which the engine uses only for ``K > 1``."""
+    rule = puct_rule(config)
+    depth = tree.max_nodes
+    batch = tree.batch_size
+    marks = jnp.full(tree.node_visits.shape, -1, jnp.int32) if tree.is_graph else None
+    if several:
+        def select_one(t, k, nodes, actions, marks):
+            return _walk_once(t, keys, step + k, nodes, actions, marks, rule, depth)
+        tree, buffers, _, _ = vl_lib.walk_step(
+            tree, vl, select_one, step, vl_lib.empty_step(vl, 1, batch, depth), marks,
+            vl_lib.empty_stamp(vl, tree))
+        walks = buffers.walks
+    else:
+        walk, _ = _walk_once(tree, keys, step, jnp.zeros((batch, depth + 1), jnp.int32),
+                             jnp.zeros((batch, depth), jnp.int32), marks, rule, depth)
+        walks = jax.tree.map(lambda x: x[None], walk)
+    expander = RecurrentExpander(_GAME_RF, tree.num_actions, tree.graph)
+    leaves, _ = evaluate_walks(forest, jax.random.fold_in(keys[0], step), tree, walks,
+                               expander)
+    if tree.is_graph:
+        return graph_lib.store_and_backup(tree, walks, leaves, None)
+    tree, leaf_return = backup_lib.store_leaves(tree, walks, leaves)
+    if several:
+        return backup_lib.backup_paths(tree, walks, leaf_return)
+    return backup_lib.backup_path(tree, walks.one(0), leaf_return[0])
+
+
 _K1_CASES = {
-    "alphazero-tie-noise-depth2": dict(config=PUCTConfig(tie_noise=0.05), max_depth=2),
+    "alphazero-tie-noise": dict(config=PUCTConfig(tie_noise=0.05)),
     "graph": dict(config=sc.DEFAULT, graph=GRAPH),
 }
 
 
 @pytest.mark.parametrize("case", list(_K1_CASES), ids=list(_K1_CASES))
-def test_one_leaf_per_step_is_bit_identical_to_the_one_leaf_loop(case):
+def test_one_leaf_through_the_multi_leaf_machinery_is_bit_identical(case):
+    """The multi-leaf walk step (marks applied and undone, claims) and its K-walk
+    fold, given one walk per step, build the same trees bit for bit as the one-walk
+    step the engine runs at K = 1."""
     spec = _K1_CASES[case]
     forest, roots, _ = sc.game_forest(sc.NOISY_SEEDS[:4], **sc.NOISY_GAME)
     keys = sc.element_keys(5, 4)
-    classic = _game_search(forest, roots, keys, sims=24, k=1, **spec)
-    multi = _game_search(forest, roots, keys, sims=24, k=1, force_multi=True, **spec)
-    _assert_trees_equal(classic, multi)
+    root = oracles.random_game_root(forest, roots, with_hash="graph" in spec)
+    start = jaxpuct.init_tree(root, 25, graph=spec.get("graph"))
+    classic = multi = start
+    for step in range(24):
+        classic = _one_step(forest, classic, keys, step, config=spec["config"], several=False)
+        multi = _one_step(forest, multi, keys, step, config=spec["config"], several=True)
+        _assert_trees_equal(classic, multi, f"step {step}: ")
     assert np.all(np.asarray(classic.edge_visits[:, 0]).sum(-1) == 24)
 
 
 @sc.jit(static_argnames=("vl", "k"))
 def _apply_then_undo(tree, keys, *, vl, k):
-    """``k`` walks (each selecting on the marks of the previous ones), marked and
-    then unmarked in reverse order."""
-    rule = search_lib.check_selection(sc.DEFAULT)
-    depth = tree.max_nodes
-    records = []
-    marked = tree
+    """``k`` walks (each selecting on the marks of the previous ones), marked one by
+    one and then all unmarked at once."""
+    rule = puct_rule(sc.DEFAULT)
+    depth, batch = tree.max_nodes, tree.batch_size
+    buffers = vl_lib.empty_step(vl, k, batch, depth)
+    stamp = vl_lib.empty_stamp(vl, tree)
+    marked, walks = tree, []
+    saved_all, first_all = [], []
     for i in range(k):
-        nodes = jnp.zeros((tree.batch_size, depth + 1), jnp.int32)
-        actions = jnp.zeros((tree.batch_size, depth), jnp.int32)
-        walk, _ = search_lib.select(marked, rule, depth, keys, None, None, i, nodes, actions)
-        marked, saved = vl_lib.apply(marked, vl, walk.path_nodes, walk.path_actions,
-                                     walk.num_edges, walk.expand,
-                                     jnp.zeros((tree.batch_size, depth + 1), jnp.float32))
-        records.append((walk, saved))
-    for walk, saved in reversed(records):
-        marked = vl_lib.undo(marked, vl, walk.path_nodes, walk.path_actions, walk.num_edges,
-                             walk.expand, saved)
-    return marked, records[-1][0].num_edges
+        walk, _ = _walk_once(marked, keys, i, buffers.walks.path_nodes[i],
+                             buffers.walks.path_actions[i], None, rule, depth)
+        marked, saved, stamp, first = vl_lib.mark_walk(
+            marked, vl, walk.path_nodes, walk.path_actions, walk.num_edges, walk.expand,
+            buffers.saved_values[i], stamp, jnp.int32(0),
+            None if buffers.first is None else buffers.first[i])
+        walks.append(walk)
+        saved_all.append(saved)
+        first_all.append(first)
+    stack = jax.tree.map(lambda *x: jnp.stack(x), *walks)
+    restored = vl_lib.unmark_step(marked, vl, stack.path_nodes, stack.path_actions,
+                                  stack.num_edges, stack.expand, jnp.stack(saved_all),
+                                  None if first_all[0] is None else jnp.stack(first_all))
+    return restored, walks[-1].num_edges
 
 
 @pytest.mark.parametrize("mode", ["loss", "visit"])
@@ -118,13 +169,14 @@ def test_virtual_loss_undo_restores_the_tree_bit_for_bit(mode):
 @sc.jit(static_argnames=("vl",))
 def _one_walk_marked(tree, keys, *, vl):
     """One walk from the root and the tree with its marks."""
-    rule = search_lib.check_selection(sc.DEFAULT)
+    rule = puct_rule(sc.DEFAULT)
     depth, batch = tree.max_nodes, tree.batch_size
-    walk, _ = search_lib.select(tree, rule, depth, keys, None, None, 0,
-                                jnp.zeros((batch, depth + 1), jnp.int32),
-                                jnp.zeros((batch, depth), jnp.int32))
-    marked, _ = vl_lib.apply(tree, vl, walk.path_nodes, walk.path_actions, walk.num_edges,
-                             walk.expand, jnp.zeros((batch, depth + 1), jnp.float32))
+    walk, _ = _walk_once(tree, keys, 0, jnp.zeros((batch, depth + 1), jnp.int32),
+                         jnp.zeros((batch, depth), jnp.int32), None, rule, depth)
+    marked, _, _, _ = vl_lib.mark_walk(tree, vl, walk.path_nodes, walk.path_actions,
+                                       walk.num_edges, walk.expand,
+                                       jnp.zeros((batch, depth + 1), jnp.float32), None, None,
+                                       None)
     return marked, walk.path_actions[:, 0]
 
 
