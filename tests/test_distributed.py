@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import xla_flags
 
 from jaxpuct.alphazero import distributed
 
@@ -32,7 +33,7 @@ def _free_port() -> int:
 
 def _start(devices: int, extra: list[str]) -> subprocess.Popen:
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT),
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+               XLA_FLAGS=xla_flags(f"--xla_force_host_platform_device_count={devices}"))
     return subprocess.Popen([sys.executable, "-m", "examples.distributed_selfplay", *extra,
                              *FLAGS], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import xla_flags
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "scaling.md"
 
@@ -28,7 +30,7 @@ print("SNIPPET_OK")
 def test_the_sharding_snippet_runs_on_four_devices_and_matches_one():
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
     snippet = next(b for b in blocks if "NamedSharding" in b)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=4"),
                JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", snippet + CHECK], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)

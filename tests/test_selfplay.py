@@ -11,6 +11,7 @@ import textwrap
 import jax
 import numpy as np
 import pytest
+from conftest import xla_flags
 
 pytest.importorskip("pgx")
 pytest.importorskip("orbax.checkpoint")
@@ -157,7 +158,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_search_equals_unsharded():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=4"),
                JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
     proc = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
