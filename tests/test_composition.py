@@ -1,0 +1,160 @@
+"""Every policy with every engine feature: supported, or refused with a named
+``ValueError``.
+
+One cell per (policy, feature, tree or graph): ``B = 2``, ``S = 8``, under ``jit``.
+A supported cell's tree passes :func:`jaxpuct.testing.check_tree`, its move is a
+legal root action and its target a distribution over the legal actions; where an
+oracle exists it is checked too (solver proofs against backward induction;
+graph search without transpositions against tree search). A refused cell raises
+a ``ValueError`` whose message names the argument and says why.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import search_cases as sc
+
+import jaxpuct
+from jaxpuct.testing import check_tree, random_games, stochastic_games
+
+B, S = 2, 8
+POLICIES = ("alphazero", "gumbel", "stochastic")
+FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet")
+MODES = ("tree", "graph")
+
+# (policy, feature, mode) -> the words a refusal's message must contain.
+REFUSED = {
+    **{("gumbel", "leaves", m): ["leaves_per_step", "sequential halving"] for m in MODES},
+    **{("stochastic", f, "graph"): ["graph", "chance nodes"] for f in FEATURES},
+    ("stochastic", "solver", "tree"): ["solver", "chance"],
+}
+# Gumbel's root noise is its Gumbel draw: it takes no Dirichlet noise by design.
+NOT_APPLICABLE = {("gumbel", "dirichlet", m) for m in MODES}
+
+_FOREST, _ROOTS, _GAMES = sc.game_forest(range(B))
+_GAME_RF = random_games.make_recurrent_fn(with_hash=True)
+_STOCH_ROOT, _DECISION, _CHANCE = stochastic_games.hashed_game(B, 3, 2)
+
+
+def _keywords(policy: str, feature: str, mode: str) -> dict:
+    kw: dict = {}
+    if mode == "graph":
+        kw["graph"] = jaxpuct.GraphConfig()
+    if feature == "leaves":
+        kw.update(leaves_per_step=2, virtual_loss=jaxpuct.VirtualLoss())
+    if feature == "solver":
+        kw["solver"] = True
+    if feature == "lcb":
+        kw["final_move"] = "lcb"
+    if policy != "gumbel":
+        kw["dirichlet_fraction"] = 0.25 if feature == "dirichlet" else 0.0
+    if feature == "reuse":
+        kw["max_nodes"] = 2 * S + 1
+    return kw
+
+
+def _call(policy: str, key, kw: dict, tree=None):
+    if policy == "stochastic":
+        return jaxpuct.stochastic_policy(None, key, None if tree is not None else _STOCH_ROOT,
+                                         _DECISION, _CHANCE, S, tree=tree, **kw)
+    root = None if tree is not None else random_games.root(_FOREST, jnp.asarray(_ROOTS),
+                                                          with_hash=True)
+    fn = jaxpuct.alphazero_policy if policy == "alphazero" else jaxpuct.gumbel_policy
+    return fn(_FOREST, key, root, _GAME_RF, S, tree=tree, **kw)
+
+
+@functools.partial(sc.jit, static_argnames=("policy", "feature", "mode"))
+def _run(key, *, policy, feature, mode):
+    kw = _keywords(policy, feature, mode)
+    out = _call(policy, key, kw)
+    if feature != "reuse":
+        return out, out
+    if policy == "stochastic":
+        # The child under an action is a chance node: reuse walks the action and
+        # an outcome (here 0) down to a decision node.
+        outcome = jnp.zeros_like(out.action)
+        tree, _ = jaxpuct.subtree_path(out.search_tree, jnp.stack([out.action, outcome], 1))
+    else:
+        tree, _ = jaxpuct.subtree(out.search_tree, out.action)
+    kw.pop("max_nodes")
+    return out, _call(policy, jax.random.fold_in(key, 1), kw, tree=tree)
+
+
+CELLS = [(p, f, m) for p in POLICIES for f in FEATURES for m in MODES
+         if (p, f, m) not in NOT_APPLICABLE]
+
+
+@pytest.mark.parametrize("policy, feature, mode", CELLS,
+                         ids=[f"{p}-{f}-{m}" for p, f, m in CELLS])
+def test_policy_with_feature(policy, feature, mode):
+    key = jax.random.PRNGKey(7)
+    if (policy, feature, mode) in REFUSED:
+        with pytest.raises(ValueError) as info:
+            _run(key, policy=policy, feature=feature, mode=mode)
+        for word in REFUSED[policy, feature, mode]:
+            assert word in str(info.value), (word, str(info.value))
+        return
+    first, out = _run(key, policy=policy, feature=feature, mode=mode)
+    tree = out.search_tree
+    continued = feature == "reuse"
+    assert tree.kind == ("stochastic" if policy == "stochastic" else mode)
+    check_tree(tree, None if continued or feature in ("leaves", "solver") else S)
+    num_actions = out.action_weights.shape[1]
+    legal = np.asarray(tree.children_index[:, 0, :num_actions]) != jaxpuct.ILLEGAL
+    action = np.asarray(out.action)
+    weights = np.asarray(out.action_weights)
+    for b in range(B):
+        if legal[b].any():
+            assert 0 <= action[b] < num_actions and legal[b, action[b]], (b, action[b])
+            np.testing.assert_allclose(weights[b].sum(), 1.0, rtol=1e-5)
+            assert np.all(weights[b][~legal[b]] == 0)
+    if feature == "solver":
+        _check_proofs(tree)
+    if feature == "lcb":
+        assert tree.node_sq_values is not None
+    if feature == "plain" and mode == "graph" and policy != "stochastic":
+        # No transpositions in a random game tree: graph search is tree search.
+        plain, _ = _run(key, policy=policy, feature="plain", mode="tree")
+        np.testing.assert_array_equal(np.asarray(plain.search_tree.edge_visits),
+                                      np.asarray(tree.edge_visits))
+
+
+def _check_proofs(tree) -> None:
+    """Every proven node holds the game's exact value (backward induction)."""
+    plies = np.asarray(tree.proof_plies)
+    values = np.asarray(tree.node_values)
+    ids = np.asarray(tree.embeddings)
+    for b, game in enumerate(_GAMES):
+        exact = random_games.game_values(game)
+        for n in range(int(tree.num_nodes[b])):
+            if plies[b, n] >= 0:
+                np.testing.assert_allclose(values[b, n], exact[ids[b, n] - _ROOTS[b]], atol=1e-5)
+
+
+def test_continued_tree_refuses_another_kind_or_capacity():
+    """A tree knows what it is: a stochastic tree is not continued by alphazero, a
+    capacity or a graph layout cannot change under a continued search."""
+    stoch, _ = _run(jax.random.PRNGKey(0), policy="stochastic", feature="plain", mode="tree")
+    with pytest.raises(ValueError, match="chance"):
+        jax.jit(lambda t: jaxpuct.alphazero_policy(
+            _FOREST, jax.random.PRNGKey(0), None, _GAME_RF, S, tree=t))(stoch.search_tree)
+    with pytest.raises(ValueError, match="subtree_path"):
+        jaxpuct.subtree(stoch.search_tree, stoch.action)
+    plain, _ = _run(jax.random.PRNGKey(0), policy="alphazero", feature="plain", mode="graph")
+    tree = plain.search_tree
+    with pytest.raises(ValueError, match="max_nodes=99"):
+        jaxpuct.search(_FOREST, jax.random.PRNGKey(0), None, _GAME_RF, S, tree=tree,
+                       max_nodes=99)
+    with pytest.raises(ValueError, match="max_probes"):
+        jaxpuct.search(_FOREST, jax.random.PRNGKey(0), None, _GAME_RF, S, tree=tree,
+                       graph=jaxpuct.GraphConfig(max_probes=4))
+    with pytest.raises(ValueError, match="max_probes"):
+        jaxpuct.subtree(tree, plain.action, graph=jaxpuct.GraphConfig(max_probes=4))
+    with pytest.raises(ValueError, match="leaves_per_step"):
+        jaxpuct.search(_FOREST, jax.random.PRNGKey(0), None, _GAME_RF, S, tree=tree,
+                       virtual_loss=jaxpuct.VirtualLoss())
