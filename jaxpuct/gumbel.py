@@ -412,56 +412,114 @@ def gumbel_policy(
       ``softmax(logits + σ(q̂))`` over the legal root actions. A root with no
       legal action gets ``action = -1`` and all-zero weights.
     """
-    validation.check_int("max_num_considered_actions", max_num_considered_actions, 1)
-    validation.check_instance("qtransform", qtransform, CompletedQConfig)
-    validation.check_choice("final_move", final_move, ("gumbel", "lcb"))
-    if leaves_per_step != 1 or virtual_loss is not None:
-        raise ValueError(
-            f"gumbel_policy supports leaves_per_step=1 only, got leaves_per_step="
-            f"{leaves_per_step}, virtual_loss={virtual_loss!r}: sequential halving picks "
-            "each simulation's root action from the visit counts, which the pending walks "
-            "of a step would inflate. Use alphazero_policy for several leaves per step.")
+    check_gumbel_args(max_num_considered_actions, qtransform, final_move, leaves_per_step,
+                      virtual_loss)
     batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
-    validation.check_scalar_or_batch("gumbel_scale", gumbel_scale, batch_size)
-    validation.check_range("gumbel_scale", gumbel_scale, 0.0)
-    validation.debug_check_range("gumbel_scale", gumbel_scale, 0.0)
+    check_gumbel_scale(gumbel_scale, batch_size)
     capacity = frame.capacity(tree, max_nodes, num_simulations)
     options = frame.engine_options(num_simulations, max_depth, capacity, solver=solver,
                                    second_moment=final_move == "lcb")
     prepared = frame.prepare(root, rng_key, num_simulations, invalid_actions, options,
                              tree=tree, max_nodes=max_nodes, graph=graph)
+    root_search = GumbelRoot.begin(prepared, qtransform, max_num_considered_actions,
+                                   num_simulations, gumbel, gumbel_scale)
+    rule = frame.selection_rule(SelectionRule(root=root_search.rule(),
+                                              interior=gumbel_interior_rule(qtransform)),
+                                options)
     tree = prepared.tree
-    num_actions = tree.num_actions
-    if gumbel is not None:
-        validation.check_shape("gumbel", gumbel, (batch_size, num_actions))
-    else:
-        # Each element draws from its own key (the frame's per-tree move key), so
-        # the batch elements stay independent.
-        gumbel = jax.vmap(lambda k: jax.random.gumbel(k, (num_actions,)))(prepared.sample_keys)
-    scale = jnp.reshape(jnp.asarray(gumbel_scale, jnp.float32), (-1, 1))
-    gumbel = scale * jnp.asarray(gumbel, jnp.float32)
-
-    root_index = jnp.full((batch_size,), Tree.ROOT_INDEX, jnp.int32)
-    start = node_stats(tree, qtransform, root_index, is_root=True)
-    num_legal = jnp.sum(start.legal, axis=-1).astype(jnp.int32)
-    num_considered = jnp.minimum(max_num_considered_actions, num_legal)
-    table = considered_visits_table(max_num_considered_actions, num_simulations)
-    rule = frame.selection_rule(SelectionRule(
-        root=gumbel_root_rule(qtransform, gumbel, start.visits, num_considered, table),
-        interior=gumbel_interior_rule(qtransform)), options)
-    expander = RecurrentExpander(recurrent_fn, num_actions, tree.graph)
+    expander = RecurrentExpander(recurrent_fn, tree.num_actions, tree.graph)
     search_tree, _ = frame.search(params, prepared, expander, rule, options)
+    action, weights = root_search.move(search_tree, final_move, options.solver is not None)
+    return PolicyOutput(action=action, action_weights=weights, search_tree=search_tree)
 
-    final = node_stats(search_tree, qtransform, root_index, is_root=True)
-    new_visits = final.visits - start.visits
-    most_visited = jnp.max(jnp.where(final.legal, new_visits, 0), axis=-1)
-    scores = considered_scores(final, gumbel, new_visits, most_visited)
-    has_legal = jnp.any(final.legal, axis=-1)
-    action = jnp.where(has_legal, jnp.argmax(scores, axis=-1), -1).astype(jnp.int32)
-    if final_move == "lcb":
-        action = lcb_action(search_tree)
-    if options.solver is not None:
-        action = jnp.where(solver_lib.root_proven(search_tree) & has_legal,
-                           solver_lib.solver_action(search_tree), action)
-    return PolicyOutput(action=action, action_weights=improved_policy(final),
-                        search_tree=search_tree)
+
+def check_gumbel_args(max_num_considered_actions: int, qtransform: CompletedQConfig,
+                      final_move: str, leaves_per_step: int, virtual_loss: Any) -> None:
+    """The static arguments of a Gumbel root (any search it runs over)."""
+    validation.check_int("max_num_considered_actions", max_num_considered_actions, 1)
+    validation.check_instance("qtransform", qtransform, CompletedQConfig)
+    validation.check_choice("final_move", final_move, ("gumbel", "lcb"))
+    if leaves_per_step != 1 or virtual_loss is not None:
+        raise ValueError(
+            f"a Gumbel root supports leaves_per_step=1 only, got leaves_per_step="
+            f"{leaves_per_step}, virtual_loss={virtual_loss!r}: sequential halving picks "
+            "each simulation's root action from the visit counts, which the pending walks "
+            "of a step would inflate. Use a PUCT root for several leaves per step.")
+
+
+def check_gumbel_scale(gumbel_scale: Any, batch_size: int) -> None:
+    validation.check_scalar_or_batch("gumbel_scale", gumbel_scale, batch_size)
+    validation.check_range("gumbel_scale", gumbel_scale, 0.0)
+    validation.debug_check_range("gumbel_scale", gumbel_scale, 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class GumbelRoot:
+    """A Gumbel root search over a prepared tree: the draw, the root's statistics
+    before the search, and the schedule (shared by :func:`gumbel_policy` and
+    :func:`jaxpuct.stochastic.stochastic_gumbel_policy`). Lives inside one traced
+    call (not a pytree).
+
+    Attributes:
+      qtransform: the Q transform.
+      gumbel: ``[B, W]`` the scaled Gumbel draw (0 past the decision actions).
+      start: the root's :class:`NodeStats` before the search.
+      num_considered: ``[B]`` int32 ``min(m, legal root actions)``.
+      table: ``[m + 1, S]`` :func:`considered_visits_table`.
+    """
+
+    qtransform: CompletedQConfig
+    gumbel: chex.Array
+    start: NodeStats
+    num_considered: chex.Array
+    table: np.ndarray
+
+    @classmethod
+    def begin(cls, prepared: Any, qtransform: CompletedQConfig, max_considered: int,
+              num_simulations: int, gumbel: chex.Array | None,
+              gumbel_scale: chex.Numeric) -> GumbelRoot:
+        """The draw (``gumbel [B, A]`` given, else one per tree from the frame's
+        move keys) and the root's statistics of ``prepared.tree``."""
+        tree = prepared.tree
+        batch_size, width = tree.batch_size, tree.num_actions
+        num_actions = width if tree.chance is None else tree.chance.num_actions
+        if gumbel is not None:
+            validation.check_shape("gumbel", gumbel, (batch_size, num_actions))
+        else:
+            # Each element draws from its own key (the frame's per-tree move key),
+            # so the batch elements stay independent.
+            gumbel = jax.vmap(lambda k: jax.random.gumbel(k, (num_actions,)))(
+                prepared.sample_keys)
+        scale = jnp.reshape(jnp.asarray(gumbel_scale, jnp.float32), (-1, 1))
+        gumbel = scale * jnp.asarray(gumbel, jnp.float32)
+        gumbel = jnp.pad(gumbel, ((0, 0), (0, width - num_actions)))
+        root_index = jnp.full((batch_size,), Tree.ROOT_INDEX, jnp.int32)
+        start = node_stats(tree, qtransform, root_index, is_root=True)
+        num_legal = jnp.sum(start.legal, axis=-1).astype(jnp.int32)
+        return cls(qtransform=qtransform, gumbel=gumbel, start=start,
+                   num_considered=jnp.minimum(max_considered, num_legal),
+                   table=considered_visits_table(max_considered, num_simulations))
+
+    def rule(self) -> ActionFn:
+        """The root ``ActionFn`` (sequential halving with the draw)."""
+        return gumbel_root_rule(self.qtransform, self.gumbel, self.start.visits,
+                                self.num_considered, self.table)
+
+    def move(self, tree: Tree, final_move: str, solver: bool
+             ) -> tuple[chex.Array, chex.Array]:
+        """``(action [B], improved policy [B, W])`` after the search: the best
+        ``g + logits + σ(q̂)`` among the actions most visited in this search (or
+        the LCB move; a proven root's solver move)."""
+        root_index = jnp.full((tree.batch_size,), Tree.ROOT_INDEX, jnp.int32)
+        final = node_stats(tree, self.qtransform, root_index, is_root=True)
+        new_visits = final.visits - self.start.visits
+        most_visited = jnp.max(jnp.where(final.legal, new_visits, 0), axis=-1)
+        scores = considered_scores(final, self.gumbel, new_visits, most_visited)
+        has_legal = jnp.any(final.legal, axis=-1)
+        action = jnp.where(has_legal, jnp.argmax(scores, axis=-1), -1).astype(jnp.int32)
+        if final_move == "lcb":
+            action = jnp.where(has_legal, lcb_action(tree), -1)
+        if solver:
+            action = jnp.where(solver_lib.root_proven(tree) & has_legal,
+                               solver_lib.solver_action(tree), action)
+        return action, improved_policy(final)

@@ -37,6 +37,13 @@ Q normalisation (``q_normalization``): ``"none"`` (values assumed in [-1, 1]) or
 ``"minmax"``: ``(Q - lo) / max(hi - lo, 1e-8)`` with ``lo``/``hi`` the min/max
 of ``Q(s)`` and the visited ``Q(s, b)`` (mctx's default).
 
+Both are string presets of functions (``UNVISITED_Q``, ``Q_NORMALIZATIONS``), as
+mctx's Q transforms are functions: a config may name a function of the same
+signature instead (``unvisited_q=fn`` with ``fn(UnvisitedInputs) -> [B, 1] or
+[B, A]``, ``q_normalization=fn`` with ``fn(q [B, A], lo [B, 1], hi [B, 1])``),
+so a new rule needs no edit of the library. Give a module-level function: it is
+part of the config's hash, a lambda made anew each call recompiles.
+
 Variance-scaled exploration (``utility_stdev_scale > 0``; KataGo, "KataGo
 methods", dynamic variance-scaled cPUCT): ``c(s)`` is multiplied by
 ``F = 1 + scale * (σ(s) / σ_prior - 1)`` where ``σ(s)`` is the standard
@@ -60,7 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 import chex
 import jax
@@ -95,11 +102,11 @@ class PUCTConfig:
     form: Form = "puct"
     log_offset: float = 0.0
     parent_visits: ParentVisits = "edge_sum"
-    unvisited_q: UnvisitedQ = "fpu"
+    unvisited_q: UnvisitedQ | Callable[[UnvisitedInputs], chex.Array] = "fpu"
     fpu_reduction: float = 0.2
     fpu_reduction_root: float = 0.0
     unvisited_value: float = -1.0
-    q_normalization: QNormalization = "none"
+    q_normalization: QNormalization | Callable[..., chex.Array] = "none"
     tie_noise: float = 0.0
     utility_stdev_scale: float = 0.0
     utility_stdev_prior: float = 0.40
@@ -111,9 +118,12 @@ class PUCTConfig:
         return self.utility_stdev_scale > 0
 
     def __post_init__(self):
-        for name, kind in (("form", Form), ("parent_visits", ParentVisits),
-                           ("unvisited_q", UnvisitedQ), ("q_normalization", QNormalization)):
+        for name, kind in (("form", Form), ("parent_visits", ParentVisits)):
             validation.check_choice(f"PUCTConfig.{name}", getattr(self, name), get_args(kind))
+        for name, kind in (("unvisited_q", UnvisitedQ), ("q_normalization", QNormalization)):
+            if not callable(getattr(self, name)):
+                validation.check_choice(f"PUCTConfig.{name}", getattr(self, name),
+                                        get_args(kind))
         if not self.c_init >= 0:
             raise ValueError(f"PUCTConfig.c_init must be >= 0, got {self.c_init}.")
         if self.c_base is not None and not self.c_base > 0:
@@ -227,7 +237,7 @@ def puct_scores(
         log_term = jnp.log(1.0 + parent_count + config.log_offset)[:, None]
         u = c * prior * jnp.sqrt(log_term / (edge_visits_f + 1.0))
 
-    q = completed_qvalues(config, prior, edge_visits, edge_q, has_q, parent_value, is_root)
+    q = puct_qvalues(config, prior, edge_visits, edge_q, has_q, parent_value, is_root)
     scores = q + u
     if config.tie_noise > 0:
         if uniform is None:
@@ -236,7 +246,77 @@ def puct_scores(
     return jnp.where(legal, scores, -jnp.inf)
 
 
-def completed_qvalues(
+class UnvisitedInputs(NamedTuple):
+    """What an unvisited-Q rule reads at one node of each tree.
+
+    Attributes:
+      config: the ``PUCTConfig`` (for the rule's own constants).
+      prior: ``[B, A]`` prior probabilities.
+      edge_visits: ``[B, A]`` ``N(s, a)``.
+      parent_value: ``[B, 1]`` the node's search value ``Q(s)``.
+      low: ``[B, 1]`` the minimum of ``Q(s)`` and the visited ``Q(s, b)``.
+      is_root: scalar or ``[B]`` bool.
+    """
+
+    config: PUCTConfig
+    prior: chex.Array
+    edge_visits: chex.Array
+    parent_value: chex.Array
+    low: chex.Array
+    is_root: chex.Array
+
+
+def unvisited_zero(x: UnvisitedInputs) -> chex.Array:
+    """0 (AlphaGo)."""
+    return jnp.zeros_like(x.parent_value)
+
+
+def unvisited_parent(x: UnvisitedInputs) -> chex.Array:
+    """The node's own search value ``Q(s)``."""
+    return x.parent_value
+
+
+def unvisited_fpu(x: UnvisitedInputs) -> chex.Array:
+    """First-play urgency reduction ``Q(s) - r * sqrt(Σ_{visited b} P(s, b))``
+    (Leela Zero, KataGo), ``r`` the config's root or interior reduction."""
+    visited_mass = jnp.sum(jnp.where(x.edge_visits > 0, x.prior, 0.0), axis=-1, keepdims=True)
+    reduction = jnp.where(jnp.reshape(x.is_root, (-1, 1)), x.config.fpu_reduction_root,
+                          x.config.fpu_reduction)
+    return x.parent_value - reduction * jnp.sqrt(visited_mass)
+
+
+def unvisited_fixed(x: UnvisitedInputs) -> chex.Array:
+    """The config's ``unvisited_value`` (for example -1, "assume a loss")."""
+    return jnp.full_like(x.parent_value, x.config.unvisited_value)
+
+
+def unvisited_min(x: UnvisitedInputs) -> chex.Array:
+    """The minimum of ``Q(s)`` and the visited ``Q(s, b)`` (mctx's
+    ``qtransform_by_parent_and_siblings``)."""
+    return x.low
+
+
+def normalize_none(q: chex.Array, low: chex.Array, high: chex.Array) -> chex.Array:
+    """Values used as they are (assumed in [-1, 1])."""
+    del low, high
+    return q
+
+
+def normalize_minmax(q: chex.Array, low: chex.Array, high: chex.Array) -> chex.Array:
+    """``(Q - lo) / max(hi - lo, 1e-8)`` (mctx's ``qtransform_by_min_max``)."""
+    return (q - low) / jnp.maximum(high - low, _MINMAX_EPSILON)
+
+
+# The string presets of ``PUCTConfig.unvisited_q`` and ``q_normalization``; a
+# function with the same signature may be given instead.
+UNVISITED_Q: dict[str, Callable[[UnvisitedInputs], chex.Array]] = {
+    "zero": unvisited_zero, "parent": unvisited_parent, "fpu": unvisited_fpu,
+    "fixed": unvisited_fixed, "min": unvisited_min}
+Q_NORMALIZATIONS: dict[str, Callable[[chex.Array, chex.Array, chex.Array], chex.Array]] = {
+    "none": normalize_none, "minmax": normalize_minmax}
+
+
+def puct_qvalues(
     config: PUCTConfig,
     prior: chex.Array,
     edge_visits: chex.Array,
@@ -245,31 +325,20 @@ def completed_qvalues(
     parent_value: chex.Array,
     is_root: chex.Array,
 ) -> chex.Array:
-    """``[B, A]`` Q values with unvisited actions filled in and, if asked, normalised."""
+    """``[B, A]`` the Q part of the PUCT score: unvisited actions filled in by the
+    config's ``unvisited_q`` rule and, if it says so, normalised. (Not Gumbel's
+    completed Q, :func:`jaxpuct.gumbel.scaled_completed_qvalues`.)"""
     parent_value = parent_value[:, None]
     known_q = jnp.where(has_q, edge_q, parent_value)
     lo = jnp.minimum(parent_value, jnp.min(known_q, axis=-1, keepdims=True))
     hi = jnp.maximum(parent_value, jnp.max(known_q, axis=-1, keepdims=True))
-
     rule = config.unvisited_q
-    if rule == "zero":
-        fill = jnp.zeros_like(parent_value)
-    elif rule == "parent":
-        fill = parent_value
-    elif rule == "fpu":
-        visited_mass = jnp.sum(jnp.where(edge_visits > 0, prior, 0.0), axis=-1, keepdims=True)
-        reduction = jnp.where(jnp.reshape(is_root, (-1, 1)), config.fpu_reduction_root,
-                              config.fpu_reduction)
-        fill = parent_value - reduction * jnp.sqrt(visited_mass)
-    elif rule == "fixed":
-        fill = jnp.full_like(parent_value, config.unvisited_value)
-    else:  # "min"
-        fill = lo
+    rule = UNVISITED_Q[rule] if isinstance(rule, str) else rule
+    fill = rule(UnvisitedInputs(config, prior, edge_visits, parent_value, lo, is_root))
     q = jnp.where(has_q, edge_q, fill)
-
-    if config.q_normalization == "minmax":
-        q = (q - lo) / jnp.maximum(hi - lo, _MINMAX_EPSILON)
-    return q
+    norm = config.q_normalization
+    norm = Q_NORMALIZATIONS[norm] if isinstance(norm, str) else norm
+    return norm(q, lo, hi)
 
 
 # A selection rule's signature: ``(tree, node [B], depth, keys [B]) -> action [B]``.

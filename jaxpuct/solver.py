@@ -60,17 +60,18 @@ In the search (:class:`Solver`, an extension of the engine, :mod:`jaxpuct.extens
   in graph mode assumes, as graph search itself does, that a state's value does not
   depend on the path to it (no graph-history interaction).
 
-Chance nodes: :func:`prove_chance` is the rule a chance node would call (proven only
-when every outcome is proven and all have the same value, as OpenSpiel does; the
-expectation over proven outcomes is left out because it needs exact
-probabilities). The engine has no chance nodes yet; when it gets them, their proof
-step calls that function instead of :func:`prove`.
+Chance nodes (:mod:`jaxpuct.stochastic`): a chance node is proven once every
+possible outcome is, by expectimax over the stored outcome probabilities
+(:func:`prove_expectation`, exact when they are) or, with
+``SolverConfig(chance_rule="agreement")``, only when all outcomes agree
+(:func:`prove_chance`, OpenSpiel's rule, which needs no probabilities). The
+cut-off at ``value_bound`` applies to decision nodes only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import chex
 import jax
@@ -78,7 +79,7 @@ import jax.numpy as jnp
 
 from jaxpuct.extensions import Extension
 from jaxpuct.numerics import gather_rows
-from jaxpuct.selection import PUCTConfig, SelectionRule, completed_qvalues, node_scores
+from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores, puct_qvalues
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
 
 UNPROVEN = -1  # proof_plies of a node with no proof
@@ -94,11 +95,22 @@ class SolverConfig:
         child reaches it, and proven edges at or below ``-value_bound`` (proven
         losses) are never selected. ``None``: no cut-off -- a node is proven only
         when all its legal children are -- which is right for any values.
+      chance_rule: how a chance node (:mod:`jaxpuct.stochastic`) is proven, once
+        every possible outcome (probability > 0) is: ``"expectation"``
+        (expectimax: the probability-weighted mean of the outcomes' exact
+        values; exact when the chance probabilities are, as in dice or 2048's
+        spawns) or ``"agreement"`` (OpenSpiel's ``MCTSBot``: only when every
+        outcome has the same value, which needs no probabilities at all -- the
+        choice for learned chance models).
     """
 
     value_bound: float | None = 1.0
+    chance_rule: Literal["expectation", "agreement"] = "expectation"
 
     def __post_init__(self):
+        if self.chance_rule not in ("expectation", "agreement"):
+            raise ValueError("SolverConfig.chance_rule must be 'expectation' or 'agreement', "
+                             f"got {self.chance_rule!r}.")
         bound = self.value_bound
         if bound is not None and not (isinstance(bound, (int, float)) and bound > 0
                                       and bound != float("inf")):
@@ -159,12 +171,10 @@ def prove(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Array,
 
 def prove_chance(child_proven: chex.Array, edge_value: chex.Array, child_plies: chex.Array,
                  possible: chex.Array) -> Proof:
-    """The rule a chance node would use: proven only when every possible outcome is
-    proven and all give the same value (OpenSpiel ``MCTSBot``; the expectation over
-    proven outcomes is not used, it would need exact probabilities). Plies: the
-    longest outcome's. Inputs ``[B, C]`` (``possible``: outcomes with probability
-    > 0); returns ``Proof`` of ``[B]`` arrays. Not wired into the engine, which has
-    no chance nodes yet."""
+    """``chance_rule="agreement"`` at a chance node: proven only when every possible
+    outcome is proven and all give the same value (OpenSpiel ``MCTSBot``). Plies:
+    the longest outcome's. Inputs ``[B, C]`` (``possible``: outcomes with
+    probability > 0); returns ``Proof`` of ``[B]`` arrays."""
     child_proven = child_proven & possible
     hi = jnp.max(jnp.where(child_proven, edge_value, -jnp.inf), axis=-1)
     lo = jnp.min(jnp.where(child_proven, edge_value, jnp.inf), axis=-1)
@@ -172,6 +182,23 @@ def prove_chance(child_proven: chex.Array, edge_value: chex.Array, child_plies: 
               & (hi == lo))
     plies = jnp.max(jnp.where(child_proven, child_plies + 1, 0), axis=-1)
     return Proof(proven=proven, value=jnp.where(proven, hi, 0.0).astype(jnp.float32),
+                 plies=jnp.where(proven, plies, UNPROVEN).astype(jnp.int32))
+
+
+def prove_expectation(child_proven: chex.Array, edge_value: chex.Array,
+                      child_plies: chex.Array, probs: chex.Array) -> Proof:
+    """``chance_rule="expectation"`` at a chance node (expectimax): proven when every
+    possible outcome (``probs > 0``) is proven; its value is ``Σ p(c) e(c) / Σ p(c)``
+    over them; plies: the longest outcome's. Inputs ``[B, C]``; returns ``Proof``
+    of ``[B]`` arrays."""
+    possible = probs > 0
+    child_proven = child_proven & possible
+    proven = jnp.all(child_proven | ~possible, axis=-1) & jnp.any(possible, axis=-1)
+    weights = jnp.where(possible, probs, 0.0)
+    total = jnp.maximum(jnp.sum(weights, axis=-1), jnp.finfo(jnp.float32).tiny)
+    value = jnp.sum(jnp.where(child_proven, weights * edge_value, 0.0), axis=-1) / total
+    plies = jnp.max(jnp.where(child_proven, child_plies + 1, 0), axis=-1)
+    return Proof(proven=proven, value=jnp.where(proven, value, 0.0).astype(jnp.float32),
                  plies=jnp.where(proven, plies, UNPROVEN).astype(jnp.int32))
 
 
@@ -200,8 +227,19 @@ def node_edges(tree: Tree, node: chex.Array, node_values: chex.Array | None = No
 
 def prove_nodes(tree: Tree, node: chex.Array, config: SolverConfig,
                 node_values: chex.Array | None = None) -> Proof:
-    """:func:`prove` at ``node [B]`` of each tree, from its children's proofs."""
-    return prove(*node_edges(tree, node, node_values), config.value_bound)
+    """:func:`prove` at ``node [B]`` of each tree, from its children's proofs; in a
+    tree with chance nodes, the chance rule of ``config`` at chance nodes."""
+    legal, child_proven, edge_value, child_plies = node_edges(tree, node, node_values)
+    decision = prove(legal, child_proven, edge_value, child_plies, config.value_bound)
+    if tree.chance is None:
+        return decision
+    probs = jnp.where(legal, gather_rows(tree.children_prior, node), 0.0)
+    if config.chance_rule == "expectation":
+        chance = prove_expectation(child_proven, edge_value, child_plies, probs)
+    else:
+        chance = prove_chance(child_proven, edge_value, child_plies, probs > 0)
+    kind = gather_rows(tree.embeddings.is_decision, node)
+    return Proof(*(jnp.where(kind, d, c) for d, c in zip(decision, chance, strict=True)))
 
 
 class _ProofState(NamedTuple):
@@ -301,7 +339,7 @@ def exploitation_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_roo
     children = gather_rows(tree.children_index, node)
     visits = gather_rows(tree.edge_visits, node)
     prior = tree.root_prior if is_root else gather_rows(tree.children_prior, node)
-    return completed_qvalues(config, prior, visits, edge_qvalues(tree, node, children),
+    return puct_qvalues(config, prior, visits, edge_qvalues(tree, node, children),
                              (children >= 0) & (visits > 0), gather_rows(tree.node_values, node),
                              jnp.asarray(is_root))
 
@@ -417,6 +455,6 @@ class Solver(Extension):
 
 
 __all__ = ["Proof", "Solver", "SolverConfig", "UNPROVEN", "backup_proofs", "best_child",
-           "dominated_edges", "prove", "prove_chance", "prove_nodes",
+           "dominated_edges", "prove", "prove_chance", "prove_expectation", "prove_nodes",
            "pruned_root_visits", "reprove_root", "root_proven", "solver_action",
            "solver_config", "solver_rule", "with_proofs"]

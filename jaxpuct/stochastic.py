@@ -70,6 +70,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import frame, validation
+from jaxpuct import gumbel as gumbel_lib
+from jaxpuct import solver as solver_lib
 from jaxpuct.backup import store_leaves
 from jaxpuct.final_move import lcb_action, sample_action, visit_policy
 from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
@@ -161,10 +163,18 @@ def is_decision_node(tree: Tree) -> chex.Array:
 
 def chance_scores(tree: Tree, node: chex.Array) -> chex.Array:
     """``[B, W]`` quota scores ``p(c) / (N(c) + 1)`` at ``node [B]`` (``-inf`` at
-    impossible outcomes)."""
+    impossible outcomes). With the solver's proofs in the tree, proven outcomes
+    score ``-inf`` too unless every outcome is proven: a walk into one would only
+    back up its exact value again, and the node's proof needs the others."""
     prior = gather_rows(tree.children_prior, node)
     visits = gather_rows(tree.edge_visits, node).astype(jnp.float32)
-    legal = gather_rows(tree.children_index, node) != ILLEGAL
+    children = gather_rows(tree.children_index, node)
+    legal = children != ILLEGAL
+    if tree.proof_plies is not None:
+        rows = jnp.arange(tree.batch_size)[:, None]
+        proven = (children >= 0) & (tree.proof_plies[rows, jnp.maximum(children, 0)] >= 0)
+        open_ = legal & ~proven
+        legal = jnp.where(jnp.any(open_, axis=-1, keepdims=True), open_, legal)
     return jnp.where(legal, prior / (visits + 1.0), -jnp.inf)
 
 
@@ -444,10 +454,13 @@ class _Call(NamedTuple):
 def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: tuple,
                      num_simulations: int, invalid_actions: chex.Array | None, call: _Call,
                      tree: Tree | None, noise: Any, root_prior: chex.Array | None,
+                     decision_rule: Callable[[frame.Prepared], SelectionRule] | None = None,
                      ) -> tuple[Tree, ModelCalls, frame.Prepared]:
-    """The frame of :func:`stochastic_search` and :func:`stochastic_policy`:
+    """The frame of the stochastic policies and :func:`stochastic_search`:
     ``functions`` is ``(decision_recurrent_fn, chance_recurrent_fn)``; the
-    ``[B, A]`` arguments are checked and padded to the tree's width ``W``."""
+    ``[B, A]`` arguments are checked and padded to the tree's width ``W``.
+    ``decision_rule(prepared)``: the decision nodes' rule, made from the prepared
+    call (a Gumbel root); default ``call.selection``."""
     decision_recurrent_fn, chance_recurrent_fn = functions
     validation.check_choice("chance_backup", call.chance_backup, _CHANCE_BACKUPS)
     validation.check_int("num_simulations", num_simulations, 1)
@@ -462,11 +475,6 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
             "chance_backup='expectation' cannot keep the second moment that "
             "final_move='lcb' or PUCTConfig(utility_stdev_scale > 0) read (it recomputes "
             "values from the children, not from returns): use chance_backup='visits'.")
-    if call.solver not in (False, None):
-        raise ValueError(
-            f"solver={call.solver!r} is not supported with chance nodes yet: a chance "
-            "node's proof needs every possible outcome proven, with their exact "
-            "probabilities. Use solver=False.")
     if tree is None:
         batch_size = validation.check_root(root)[0]
         shared_key = validation.split_keys(rng_key, batch_size)[0]
@@ -492,12 +500,13 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
     backup = store_and_backup_expectation if call.chance_backup == "expectation" else None
     options = frame.engine_options(num_simulations, call.max_depth, capacity,
                                    leaves_per_step=call.leaves_per_step,
-                                   virtual_loss=call.virtual_loss,
+                                   virtual_loss=call.virtual_loss, solver=call.solver,
                                    second_moment=second_moment, backup=backup)
-    rule = stochastic_rule(frame.selection_rule(call.selection, options))
     prepared = frame.prepare(wide, rng_key, num_simulations, invalid_actions, options,
                              tree=tree, max_nodes=call.max_nodes, noise=noise,
                              root_prior=root_prior, chance=layout)
+    selection = call.selection if decision_rule is None else decision_rule(prepared)
+    rule = stochastic_rule(frame.selection_rule(selection, options))
     expander = ChanceExpander(decision_recurrent_fn, chance_recurrent_fn, layout)
     search_tree, calls = frame.search(params, prepared, expander, rule, options)
     return search_tree, calls, prepared
@@ -622,7 +631,12 @@ def stochastic_policy(
       graph: must be ``None`` (a ``ValueError`` says why).
       leaves_per_step: ``K`` walks per tree per step (see :func:`stochastic_search`).
       virtual_loss: how those walks keep apart (``K > 1`` only).
-      solver: must be ``False`` (a ``ValueError`` says why).
+      solver: ``True`` or a ``SolverConfig``: the MCTS-solver through decision and
+        chance nodes (:mod:`jaxpuct.solver`; a chance node is proven by
+        expectimax over its outcome probabilities, or by agreement). Where the
+        root is proven, or with ``temperature == 0``, the move is
+        :func:`jaxpuct.solver.solver_action`. For values outside [-1, 1] give
+        ``SolverConfig(value_bound=None)``.
       final_move: ``"visits"`` or ``"lcb"`` (KataGo's lower confidence bound over
         the root's edges; needs ``chance_backup="visits"``).
 
@@ -648,4 +662,69 @@ def stochastic_policy(
         action = jnp.where(jnp.any(legal, axis=-1), lcb_action(search_tree), -1)
     else:
         action = sample_action(prepared.sample_keys, action_weights)
+    if call.solver not in (False, None):
+        greedy = jnp.broadcast_to(jnp.asarray(temperature) <= 0, action.shape)
+        use_proof = solver_lib.root_proven(search_tree) | (greedy & (final_move == "visits"))
+        action = jnp.where(use_proof & jnp.any(legal, axis=-1),
+                           solver_lib.solver_action(search_tree), action)
     return PolicyOutput(action=action, action_weights=action_weights, search_tree=search_tree)
+
+
+def stochastic_gumbel_policy(
+    params: Any,
+    rng_key: chex.PRNGKey,
+    root: Any,
+    decision_recurrent_fn: Callable,
+    chance_recurrent_fn: Callable,
+    num_simulations: int,
+    invalid_actions: chex.Array | None = None,
+    max_depth: int | None = None,
+    *,
+    max_num_considered_actions: int = 16,
+    gumbel_scale: chex.Numeric = 1.0,
+    qtransform: gumbel_lib.CompletedQConfig = gumbel_lib.CompletedQConfig(),
+    gumbel: chex.Array | None = None,
+    max_nodes: int | None = None,
+    chance_backup: ChanceBackup = "visits",
+    tree: Tree | None = None,
+    solver: Any = False,
+    final_move: str = "gumbel",
+) -> PolicyOutput[Tree]:
+    """Gumbel MuZero's root (Danihelka et al. 2022) over a search with chance nodes
+    (Antonoglou et al. 2022): Gumbel-Top-``m`` and sequential halving at the root,
+    Gumbel's deterministic interior rule at decision nodes, the quota rule at
+    chance nodes, and the completed-Q improved policy as the target. mctx has no
+    such policy (its Gumbel root runs over decision nodes only).
+
+    The arguments are those of :func:`jaxpuct.gumbel_policy` (``gumbel``:
+    ``[B, A]``) and :func:`stochastic_policy` (the two functions,
+    ``chance_backup``, ``tree``, ``solver``). ``σ``'s completed Q of a root action
+    is the value of its chance node.
+
+    Returns:
+      ``PolicyOutput(action [B], action_weights [B, A] = improved policy,
+      search_tree)``; the tree's edge arrays have width ``max(A, C)``.
+    """
+    gumbel_lib.check_gumbel_args(max_num_considered_actions, qtransform, final_move, 1, None)
+    batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
+    gumbel_lib.check_gumbel_scale(gumbel_scale, batch_size)
+    call = _Call(max_depth=max_depth, max_nodes=max_nodes,
+                 selection=PUCTConfig(), chance_backup=chance_backup, graph=None,
+                 leaves_per_step=1, virtual_loss=None, solver=solver,
+                 second_moment=final_move == "lcb")
+    roots: list[gumbel_lib.GumbelRoot] = []
+
+    def decision_rule(prepared: frame.Prepared) -> SelectionRule:
+        roots.append(gumbel_lib.GumbelRoot.begin(prepared, qtransform,
+                                                 max_num_considered_actions,
+                                                 num_simulations, gumbel, gumbel_scale))
+        return SelectionRule(root=roots[0].rule(),
+                             interior=gumbel_lib.gumbel_interior_rule(qtransform))
+
+    search_tree, _, _ = _stochastic_call(
+        params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
+        invalid_actions, call, tree, None, None, decision_rule=decision_rule)
+    action, weights = roots[0].move(search_tree, final_move, solver not in (False, None))
+    num_actions = search_tree.chance.num_actions
+    return PolicyOutput(action=action, action_weights=weights[:, :num_actions],
+                        search_tree=search_tree)

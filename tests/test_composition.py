@@ -23,7 +23,7 @@ import jaxpuct
 from jaxpuct.testing import check_tree, random_games, stochastic_games
 
 B, S = 2, 8
-POLICIES = ("alphazero", "gumbel", "stochastic")
+POLICIES = ("alphazero", "gumbel", "stochastic", "stochastic_gumbel")
 FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet")
 MODES = ("tree", "graph")
 
@@ -31,10 +31,14 @@ MODES = ("tree", "graph")
 REFUSED = {
     **{("gumbel", "leaves", m): ["leaves_per_step", "sequential halving"] for m in MODES},
     **{("stochastic", f, "graph"): ["graph", "chance nodes"] for f in FEATURES},
-    ("stochastic", "solver", "tree"): ["solver", "chance"],
 }
-# Gumbel's root noise is its Gumbel draw: it takes no Dirichlet noise by design.
-NOT_APPLICABLE = {("gumbel", "dirichlet", m) for m in MODES}
+# Gumbel's root noise is its Gumbel draw: it takes no Dirichlet noise by design; the
+# Gumbel root over chance nodes takes no graph= and no leaves_per_step= keyword
+# (sequential halving refuses several leaves, chance nodes refuse graph search).
+NOT_APPLICABLE = {(p, "dirichlet", m) for p in ("gumbel", "stochastic_gumbel") for m in MODES}
+NOT_APPLICABLE |= {("stochastic_gumbel", f, "graph") for f in FEATURES}
+NOT_APPLICABLE |= {("stochastic_gumbel", "leaves", "tree")}
+STOCHASTIC = ("stochastic", "stochastic_gumbel")
 
 _FOREST, _ROOTS, _GAMES = sc.game_forest(range(B))
 _GAME_RF = random_games.make_recurrent_fn(with_hash=True)
@@ -51,7 +55,7 @@ def _keywords(policy: str, feature: str, mode: str) -> dict:
         kw["solver"] = True
     if feature == "lcb":
         kw["final_move"] = "lcb"
-    if policy != "gumbel":
+    if policy in ("alphazero", "stochastic"):
         kw["dirichlet_fraction"] = 0.25 if feature == "dirichlet" else 0.0
     if feature == "reuse":
         kw["max_nodes"] = 2 * S + 1
@@ -59,9 +63,11 @@ def _keywords(policy: str, feature: str, mode: str) -> dict:
 
 
 def _call(policy: str, key, kw: dict, tree=None):
-    if policy == "stochastic":
-        return jaxpuct.stochastic_policy(None, key, None if tree is not None else _STOCH_ROOT,
-                                         _DECISION, _CHANCE, S, tree=tree, **kw)
+    if policy in STOCHASTIC:
+        fn = (jaxpuct.stochastic_policy if policy == "stochastic"
+              else jaxpuct.stochastic_gumbel_policy)
+        return fn(None, key, None if tree is not None else _STOCH_ROOT, _DECISION, _CHANCE,
+                  S, tree=tree, **kw)
     root = None if tree is not None else random_games.root(_FOREST, jnp.asarray(_ROOTS),
                                                           with_hash=True)
     fn = jaxpuct.alphazero_policy if policy == "alphazero" else jaxpuct.gumbel_policy
@@ -74,7 +80,7 @@ def _run(key, *, policy, feature, mode):
     out = _call(policy, key, kw)
     if feature != "reuse":
         return out, out
-    if policy == "stochastic":
+    if policy in STOCHASTIC:
         # The child under an action is a chance node: reuse walks the action and
         # an outcome (here 0) down to a decision node.
         outcome = jnp.zeros_like(out.action)
@@ -102,7 +108,7 @@ def test_policy_with_feature(policy, feature, mode):
     first, out = _run(key, policy=policy, feature=feature, mode=mode)
     tree = out.search_tree
     continued = feature == "reuse"
-    assert tree.kind == ("stochastic" if policy == "stochastic" else mode)
+    assert tree.kind == ("stochastic" if policy in STOCHASTIC else mode)
     check_tree(tree, None if continued or feature in ("leaves", "solver") else S)
     num_actions = out.action_weights.shape[1]
     legal = np.asarray(tree.children_index[:, 0, :num_actions]) != jaxpuct.ILLEGAL
@@ -113,11 +119,11 @@ def test_policy_with_feature(policy, feature, mode):
             assert 0 <= action[b] < num_actions and legal[b, action[b]], (b, action[b])
             np.testing.assert_allclose(weights[b].sum(), 1.0, rtol=1e-5)
             assert np.all(weights[b][~legal[b]] == 0)
-    if feature == "solver":
-        _check_proofs(tree)
+    if feature == "solver" and policy not in STOCHASTIC:
+        _check_proofs(tree)  # chance nodes: the expectimax oracle in test_stochastic
     if feature == "lcb":
         assert tree.node_sq_values is not None
-    if feature == "plain" and mode == "graph" and policy != "stochastic":
+    if feature == "plain" and mode == "graph" and policy not in STOCHASTIC:
         # No transpositions in a random game tree: graph search is tree search.
         plain, _ = _run(key, policy=policy, feature="plain", mode="tree")
         np.testing.assert_array_equal(np.asarray(plain.search_tree.edge_visits),

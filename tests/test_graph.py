@@ -82,7 +82,7 @@ def test_seed_example_a_c_parent_sees_child_reevaluated_elsewhere():
 
     # Naive DAG search (child visits as edge visits) sees C as explored 71
     # times and turns to X: the failure the seed describes.
-    naive = jaxpuct.puct_scores(
+    naive = jaxpuct.selection.puct_scores(
         PLAIN, prior=tree.children_prior[:, 0], edge_visits=jnp.asarray([[71, 10, 0]]),
         edge_q=jnp.asarray([[q_c, q_x, 0.0]]), has_q=jnp.asarray([[True, True, False]]),
         legal=jnp.ones((1, 3), bool), parent_value=tree.node_values[:, 0],

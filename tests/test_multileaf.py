@@ -56,7 +56,7 @@ def _game_search(forest, roots, keys, *, sims, config, k, vl=_VL, graph=None,
     _, element_keys = validation.split_keys(keys, roots.shape[0])
     prior, legal = root_prior_and_legal(root, None)
     noise_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(element_keys)
-    noised = jaxpuct.dirichlet_noise(noise_keys, prior, legal, dirichlet_fraction, 0.3)
+    noised = jaxpuct.roots.dirichlet_noise(noise_keys, prior, legal, dirichlet_fraction, 0.3)
     return jaxpuct.search(forest, keys, root, _GAME_RF, sims, max_depth=max_depth,
                           selection=config, root_prior=noised, graph=graph,
                           leaves_per_step=k, virtual_loss=vl if k > 1 else None)

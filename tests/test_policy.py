@@ -43,8 +43,8 @@ def reference_value_weighted(counts, q):
     return np.where(total > 0, w / np.where(total > 0, total, 1.0), 0.0)
 
 
-_visit_policy = sc.jit(jaxpuct.visit_policy)
-_value_weighted = sc.jit(jaxpuct.value_weighted_policy)
+_visit_policy = sc.jit(jaxpuct.final_move.visit_policy)
+_value_weighted = sc.jit(jaxpuct.final_move.value_weighted_policy)
 
 
 @st.composite
@@ -149,7 +149,7 @@ def test_dirichlet_noise_only_on_legal_actions():
     assert np.all(np.asarray(tree.edge_visits[:, 0])[~legal] == 0)
 
 
-_dirichlet = sc.jit(jaxpuct.dirichlet_noise)  # fraction and alpha traced: one compile
+_dirichlet = sc.jit(jaxpuct.roots.dirichlet_noise)  # fraction and alpha traced: one compile
 
 
 def test_dirichlet_noise_function():
@@ -177,13 +177,13 @@ def test_masked_softmax_handles_empty_and_non_finite_rows():
                         [5.0, 5.0, 5.0]])
     legal = jnp.array([[True, False, True], [True, True, False], [True, True, True],
                        [False, False, False]])
-    p = np.asarray(jax.jit(jaxpuct.masked_softmax)(logits, legal))
+    p = np.asarray(jax.jit(jaxpuct.numerics.masked_softmax)(logits, legal))
     e = np.exp([1.0, 3.0])
     np.testing.assert_allclose(p[0], [e[0] / e.sum(), 0, e[1] / e.sum()], rtol=1e-6)
     np.testing.assert_allclose(p[1], [0.5, 0.5, 0.0])  # NaN on a legal action: uniform
     np.testing.assert_allclose(p[2], [1 / 3] * 3, rtol=1e-6)
     np.testing.assert_array_equal(p[3], [0, 0, 0])
     # NaN on an illegal action is ignored.
-    q = np.asarray(jax.jit(jaxpuct.masked_softmax)(jnp.array([[0.0, jnp.nan]]),
+    q = np.asarray(jax.jit(jaxpuct.numerics.masked_softmax)(jnp.array([[0.0, jnp.nan]]),
                                                    jnp.array([[True, False]])))
     np.testing.assert_array_equal(q, [[1.0, 0.0]])

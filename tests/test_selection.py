@@ -95,14 +95,14 @@ def reference_scores(cfg: PUCTConfig, stats: dict) -> np.ndarray:
 
 @functools.partial(jax.jit, static_argnums=0)
 def _scores_jit(cfg, stats):
-    return jaxpuct.puct_scores(cfg, **stats)
+    return jaxpuct.selection.puct_scores(cfg, **stats)
 
 
 def _jaxpuct_scores(cfg, stats, jit=True):
     args = {k: jnp.asarray(v) for k, v in stats.items()}
     if cfg.tie_noise == 0:
         args.pop("uniform")
-    fn = _scores_jit if jit else jaxpuct.puct_scores
+    fn = _scores_jit if jit else jaxpuct.selection.puct_scores
     return np.asarray(fn(cfg, args) if jit else fn(cfg, **args))
 
 
@@ -294,4 +294,4 @@ def test_illegal_action_never_wins():
 def test_tie_noise_requires_uniform_draws():
     stats = {k: jnp.asarray(v) for k, v in _one_node().items() if k != "uniform"}
     with pytest.raises(ValueError, match="uniform"):
-        jaxpuct.puct_scores(PUCTConfig(tie_noise=1e-3), **stats)
+        jaxpuct.selection.puct_scores(PUCTConfig(tie_noise=1e-3), **stats)

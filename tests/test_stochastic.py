@@ -269,6 +269,47 @@ def test_expectimax_optimal_on_every_2x2_2048_position(backup):
     assert not math.isinf(chosen.min())
 
 
+# Scores reach ~16 here: a large c keeps the unproven moves ahead of a proven move's
+# exact value (the solver's rule scores proven edges without exploration).
+PROOF_SELECTION = jaxpuct.PUCTConfig(c_init=100.0, c_base=None, unvisited_q="parent")
+
+
+@sc.jit(static_argnames=("chance_rule",))
+def _prove_2048(boards, moves_left, chance_rule):
+    root = _ROOT_2048(boards, moves_left)
+    return stochastic.stochastic_policy(
+        None, jax.random.PRNGKey(0), root, _DECISION_2048, _CHANCE_2048, 128,
+        selection=PROOF_SELECTION, dirichlet_fraction=0.0, temperature=0.0,
+        solver=jaxpuct.SolverConfig(value_bound=None, chance_rule=chance_rule))
+
+
+def test_solver_proves_exact_expectimax_values_on_2x2_2048():
+    """Proofs through chance nodes: a proven root holds the exact expectimax value
+    (2048's spawn probabilities are exact), and its move is expectimax-optimal."""
+    # Every position with one move left and the first 16 with two.
+    states = [s for s in sg.reachable_2048(ORACLE_SIZE, 2) if s[1] == 1]
+    states += [s for s in sg.reachable_2048(ORACLE_SIZE, 2) if s[1] == 2][:16]
+    boards = np.array([s[0] for s in states], np.int32)
+    moves_left = np.array([s[1] for s in states], np.int32)
+    exact = [sg.expectimax_2048(*s) for s in states]
+    out = _prove_2048(boards, moves_left, "expectation")
+    tree = out.search_tree
+    proven = np.asarray(tree.proof_plies[:, 0]) >= 0
+    # One move to play: at most 4 chance nodes and 24 end positions, fewer than the
+    # 128 simulations, so every such root must be proven.
+    assert proven[moves_left == 1].all(), np.nonzero(~proven & (moves_left == 1))
+    assert proven[moves_left == 2].any()
+    value = np.asarray(tree.node_values[:, 0])
+    action = np.asarray(out.action)
+    for b in np.nonzero(proven)[0]:
+        v, q = exact[b]
+        np.testing.assert_allclose(value[b], v, rtol=1e-5, atol=1e-5)
+        assert q[action[b]] >= v - 1e-5, (b, q, action[b])
+    # Agreement proves a chance node only when all its outcomes agree: never more.
+    agree = _prove_2048(boards, moves_left, "agreement").search_tree
+    assert np.all(np.asarray(agree.proof_plies[:, 0] >= 0) <= proven)
+
+
 # ------------------------------------------------------------------ pgx 2048
 
 

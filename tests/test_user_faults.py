@@ -83,10 +83,10 @@ def test_minus_inf_logit_inside_the_tree_is_never_selected():
 
 
 def test_nan_logits_still_give_a_uniform_prior_over_legal_actions():
-    prior = np.asarray(jaxpuct.masked_softmax(jnp.array([[jnp.nan, 0.0, -jnp.inf]]),
+    prior = np.asarray(jaxpuct.numerics.masked_softmax(jnp.array([[jnp.nan, 0.0, -jnp.inf]]),
                                               jnp.array([[True, True, True]])))
     np.testing.assert_allclose(prior, [[1 / 3, 1 / 3, 1 / 3]])
-    every_legal_minus_inf = np.asarray(jaxpuct.masked_softmax(
+    every_legal_minus_inf = np.asarray(jaxpuct.numerics.masked_softmax(
         jnp.full((1, 3), -jnp.inf), jnp.array([[True, False, True]])))
     np.testing.assert_allclose(every_legal_minus_inf, [[0.5, 0.0, 0.5]])
 
