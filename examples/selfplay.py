@@ -38,12 +38,12 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 import jax
 
 import jaxpuct.alphazero as az
+from jaxpuct.alphazero import checkpoints, rundir
 from jaxpuct.alphazero import config as config_lib
 
 
@@ -243,27 +243,43 @@ def _json_line(record: dict) -> str:
     return json.dumps(clean, allow_nan=False) + "\n"
 
 
-def prepare_run_dir(options: az.RunOptions) -> None:
-    """Checks ``--run-dir`` before any work (exits with ``error: ...``): it must
-    exist with ``--resume`` (and is not created then), be writable, and hold no
-    checkpoints unless resuming or overwriting."""
+def prepare_run_dir(options: az.RunOptions) -> rundir.RunDirLock:
+    """Checks ``--run-dir`` before any work and takes its lock (exits with
+    ``error: ...``): it must exist with ``--resume`` (and is not created then), be
+    writable, be used by no other process, and hold no checkpoints unless resuming
+    or overwriting. Nothing in it is touched before the lock is held; then the
+    temporary folders of saves that never finished are removed."""
     run_dir = options.run_dir
     if options.resume and not os.path.isdir(run_dir):
         sys.exit(f"error: --resume: run directory {run_dir!r} does not exist")
     try:
         os.makedirs(run_dir, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=run_dir, prefix=".write-probe-")
-        os.close(fd)
-        os.remove(probe)
+        lock = rundir.acquire(run_dir)
+    except rundir.RunDirInUse as err:
+        sys.exit(f"error: {err}")
     except OSError as err:
-        sys.exit(f"error: run directory {run_dir!r} is not writable: "
-                 f"{err.strerror or err} (pass a writable --run-dir)")
-    ckpt_dir = os.path.join(run_dir, "checkpoints")
-    if not options.resume and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir):
-        if not options.overwrite:
-            sys.exit(f"error: {ckpt_dir} already holds checkpoints; pass --resume to "
-                     f"continue that run, --overwrite to start afresh, or another --run-dir")
-        shutil.rmtree(ckpt_dir)
+        sys.exit(_unwritable(run_dir, err.strerror or str(err)))
+    try:
+        problem = rundir.unwritable(run_dir)
+        if problem:
+            sys.exit(_unwritable(run_dir, problem))
+        ckpt_dir = os.path.join(run_dir, "checkpoints")
+        if not options.resume and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir):
+            if not options.overwrite:
+                sys.exit(f"error: {ckpt_dir} already holds checkpoints; pass --resume to "
+                         f"continue that run, --overwrite to start afresh, or another "
+                         f"--run-dir")
+            shutil.rmtree(ckpt_dir)
+        checkpoints.remove_partial_saves(run_dir)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _unwritable(run_dir: str, why: str) -> str:
+    return (f"error: run directory {run_dir!r} is not writable: {why} (pass a writable "
+            f"--run-dir)")
 
 
 def _start(config: az.SelfPlayConfig, options: az.RunOptions
@@ -298,8 +314,8 @@ def _fmt(value) -> str:
 def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     """Runs training; returns ``{"config", "iteration", "final_eval", "seconds", ...}``.
 
-    Exits with ``error: ...`` (status 1) on a bad command line, an unusable run
-    directory or checkpoint, a failed save, or a NaN / infinite loss or parameter
+    Exits with ``error: ...`` (status 1) on a bad command line, an unusable or busy
+    run directory or checkpoint, a failed save, or a NaN / infinite loss or parameter
     (then nothing of that iteration is saved)."""
     config, options = parse(argv, defaults)
     from jaxpuct.alphazero.arena import ARENA_GAMES  # no OpenSpiel import
@@ -310,79 +326,80 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
         sys.exit("error: --mcts-simulations needs OpenSpiel (pip install "
                  "'jaxpuct[openspiel]'), or pass --mcts-simulations 0")
     start = time.time()
-    prepare_run_dir(options)
-    trainer, ts = _start(config, options)
-    first = int(jax.device_get(ts.iteration))
-    metrics_path = os.path.join(options.run_dir, "metrics.jsonl")
-    records = _read_records(metrics_path, first) if options.resume else []
-    with open(metrics_path, "w") as f:  # drop lines past the checkpoint we resumed from
-        f.writelines(_json_line(r) for r in records)
-    print(f"jaxpuct self-play: {config.game}, {config.batch_size} games x "
-          f"{config.num_simulations} simulations on {len(jax.devices())} "
-          f"{jax.devices()[0].platform} device(s); iterations {first} -> {options.iterations}; "
-          f"run dir {options.run_dir}", flush=True)
-    bar = None
-    if options.progress:
-        from tqdm import tqdm
-        bar = tqdm(total=options.iterations, initial=first, desc="self-play", unit="it",
-                   dynamic_ncols=True)
-    say = bar.write if bar else print
-    last_eval, it = None, first
-    # Seconds spent in self-play and training alone (what --max-minutes limits),
-    # carried over a resume by the metrics lines.
-    train_seconds = records[-1].get("train_seconds", 0.0) if records else 0.0
-    budget = options.max_minutes * 60.0
-    while it < options.iterations:
-        tick = time.time()
-        try:
-            ts, metrics = trainer.iterate(ts)
-        except az.NonFiniteError as err:
-            sys.exit(f"error: {err}; the last checkpoint in {options.run_dir!r} is intact "
-                     f"(resume with --resume, or --resume-step N for an older one)")
-        train_seconds += time.time() - tick
-        it = int(jax.device_get(ts.iteration))
-        record = {"iteration": it, "seconds": round(time.time() - start, 2),
-                  "train_seconds": round(train_seconds, 2), **metrics}
-        out_of_time = bool(budget) and train_seconds >= budget
-        if out_of_time:
-            say(f"[{it}] --max-minutes {options.max_minutes:g} reached after "
-                f"{train_seconds / 60:.1f} minutes of self-play and training")
-        final = it == options.iterations or out_of_time
-        evaluating = final or bool(options.eval_every and it % options.eval_every == 0)
-        if evaluating:
-            last_eval = evaluate(trainer, ts.params, it, config.seed)
-            record.update(last_eval)
-            lost = ", ".join(f"{k[5:]}={v}" for k, v in last_eval.items() if k.endswith("_loss"))
-            say(f"[{it}] loss {_fmt(metrics['loss'])}; eval losses: {lost}")
-        if mcts_due(options, it, evaluating, final):
-            mcts = evaluate_mcts(trainer, ts.params, it, config.seed, options)
-            record.update(mcts)
-            say(f"[{it}] vs MCTSBot ({options.mcts_simulations} simulations): score "
-                f"{mcts['mcts_score']:.3f} [{mcts['mcts_score_low']:.3f}, "
-                f"{mcts['mcts_score_high']:.3f}]")
-        # The metrics line goes first: a crash during the save then loses no line
-        # (a resume drops lines past the checkpoint it restores and recomputes them).
-        records.append(record)
-        with open(metrics_path, "a") as f:
-            f.write(_json_line(record))
-        if final or (options.checkpoint_every and it % options.checkpoint_every == 0):
+    with prepare_run_dir(options):
+        trainer, ts = _start(config, options)
+        first = int(jax.device_get(ts.iteration))
+        metrics_path = os.path.join(options.run_dir, "metrics.jsonl")
+        records = _read_records(metrics_path, first) if options.resume else []
+        with open(metrics_path, "w") as f:  # drop lines past the checkpoint we resumed from
+            f.writelines(_json_line(r) for r in records)
+        print(f"jaxpuct self-play: {config.game}, {config.batch_size} games x "
+              f"{config.num_simulations} simulations on {len(jax.devices())} "
+              f"{jax.devices()[0].platform} device(s); iterations {first} -> {options.iterations}; "
+              f"run dir {options.run_dir}", flush=True)
+        bar = None
+        if options.progress:
+            from tqdm import tqdm
+            bar = tqdm(total=options.iterations, initial=first, desc="self-play", unit="it",
+                       dynamic_ncols=True)
+        say = bar.write if bar else print
+        last_eval, it = None, first
+        # Seconds spent in self-play and training alone (what --max-minutes limits),
+        # carried over a resume by the metrics lines.
+        train_seconds = records[-1].get("train_seconds", 0.0) if records else 0.0
+        budget = options.max_minutes * 60.0
+        while it < options.iterations:
+            tick = time.time()
             try:
-                az.save_checkpoint(options.run_dir, ts, config, keep=options.keep_checkpoints)
-            except az.CheckpointError as err:
-                sys.exit(f"error: {err}")
+                ts, metrics = trainer.iterate(ts)
+            except az.NonFiniteError as err:
+                sys.exit(f"error: {err}; the last checkpoint in {options.run_dir!r} is intact "
+                         f"(resume with --resume, or --resume-step N for an older one)")
+            train_seconds += time.time() - tick
+            it = int(jax.device_get(ts.iteration))
+            record = {"iteration": it, "seconds": round(time.time() - start, 2),
+                      "train_seconds": round(train_seconds, 2), **metrics}
+            out_of_time = bool(budget) and train_seconds >= budget
+            if out_of_time:
+                say(f"[{it}] --max-minutes {options.max_minutes:g} reached after "
+                    f"{train_seconds / 60:.1f} minutes of self-play and training")
+            final = it == options.iterations or out_of_time
+            evaluating = final or bool(options.eval_every and it % options.eval_every == 0)
+            if evaluating:
+                last_eval = evaluate(trainer, ts.params, it, config.seed)
+                record.update(last_eval)
+                lost = ", ".join(f"{k[5:]}={v}" for k, v in last_eval.items()
+                                 if k.endswith("_loss"))
+                say(f"[{it}] loss {_fmt(metrics['loss'])}; eval losses: {lost}")
+            if mcts_due(options, it, evaluating, final):
+                mcts = evaluate_mcts(trainer, ts.params, it, config.seed, options)
+                record.update(mcts)
+                say(f"[{it}] vs MCTSBot ({options.mcts_simulations} simulations): score "
+                    f"{mcts['mcts_score']:.3f} [{mcts['mcts_score_low']:.3f}, "
+                    f"{mcts['mcts_score_high']:.3f}]")
+            # The metrics line goes first: a crash during the save then loses no line
+            # (a resume drops lines past the checkpoint it restores and recomputes them).
+            records.append(record)
+            with open(metrics_path, "a") as f:
+                f.write(_json_line(record))
+            if final or (options.checkpoint_every and it % options.checkpoint_every == 0):
+                try:
+                    az.save_checkpoint(options.run_dir, ts, config, keep=options.keep_checkpoints)
+                except az.CheckpointError as err:
+                    sys.exit(f"error: {err}")
+            if bar:
+                bar.update(1)
+                bar.set_postfix(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
+            if out_of_time:
+                break
         if bar:
-            bar.update(1)
-            bar.set_postfix(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
-        if out_of_time:
-            break
-    if bar:
-        bar.close()
-    if records:
-        write_csv(options.run_dir, records)
-        if options.plot:
-            print(f"plot: {plot(options.run_dir, records)}")
-    return {"config": config, "options": options, "iteration": it, "final_eval": last_eval,
-            "seconds": time.time() - start, "state": ts, "trainer": trainer}
+            bar.close()
+        if records:
+            write_csv(options.run_dir, records)
+            if options.plot:
+                print(f"plot: {plot(options.run_dir, records)}")
+        return {"config": config, "options": options, "iteration": it, "final_eval": last_eval,
+                "seconds": time.time() - start, "state": ts, "trainer": trainer}
 
 
 if __name__ == "__main__":

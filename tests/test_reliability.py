@@ -13,9 +13,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import jax
 import jax.numpy as jnp
@@ -555,3 +557,81 @@ def test_arena_loads_the_network_of_a_run(tmp_path, trainer, reference):
     assert game == "tic_tac_toe" and "iteration 2, 2 simulations" in description
     result = arena.play_match(agent, game, arena.BotSpec(kind="random"), num_games=2)
     assert result.first.games == result.second.games == 1
+
+
+# ------------------------------------------------- one process per run directory
+def _snapshot(path) -> dict[str, tuple[int, bytes]]:
+    """Every file under ``path`` with its modification time and content."""
+    return {os.path.relpath(f, path): (os.stat(f).st_mtime_ns, open(f, "rb").read())
+            for f in _files(path)}
+
+
+def test_a_second_process_on_a_busy_run_dir_refuses_and_touches_nothing(
+        tmp_path, trainer, reference, fast_cli, tmp_path_factory, monkeypatch):
+    from jaxpuct.alphazero import rundir
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    run_dir = str(tmp_path / "run")
+    _save_reference(trainer, reference, run_dir, [1, 2])
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        f.write('{"iteration": 1}\n{"iteration": 2}\n')
+    expected = f"error: run dir {run_dir} is in use by pid {os.getpid()} on {socket.gethostname()}"
+    with rundir.acquire(run_dir):  # the first process (this one)
+        before = _snapshot(run_dir)
+        for extra in ([], ["--resume"], ["--overwrite"]):
+            message = _exit_message(TINY_ARGS + ["--run-dir", run_dir, "--iterations", "4",
+                                                 *extra])
+            assert message == expected, extra
+            assert _snapshot(run_dir) == before, extra
+        # From a shell: that one line, status 1, at once (before anything compiles).
+        tick = time.time()
+        proc = subprocess.run([sys.executable, "-m", "examples.selfplay", *TINY_ARGS,
+                               "--run-dir", run_dir, "--iterations", "4", "--resume"],
+                              env=_subprocess_env(tmp_path_factory), cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        print(f"\nrefusal from a shell after {time.time() - tick:.1f} s")
+        assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [expected]
+        assert _snapshot(run_dir) == before
+    assert not os.path.exists(os.path.join(run_dir, rundir.LOCK_FILE))  # released
+    result = cli.main(TINY_ARGS + ["--run-dir", run_dir, "--iterations", "3", "--resume"])
+    _assert_same(jax.device_get(result["state"]), reference[3])
+    assert not os.path.exists(os.path.join(run_dir, rundir.LOCK_FILE))
+
+
+LOCK_SCRIPT = textwrap.dedent("""
+    import importlib.util, sys, time
+    spec = importlib.util.spec_from_file_location("rundir", sys.argv[1])
+    rundir = sys.modules["rundir"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rundir)
+    rundir.acquire(sys.argv[2])
+    print("locked", flush=True)
+    time.sleep(120)
+""")
+
+
+def test_the_lock_of_a_killed_process_is_taken_over_with_a_warning(tmp_path, fast_cli,
+                                                                   capsys, monkeypatch):
+    from jaxpuct.alphazero import rundir
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # The holder loads the lock module alone (no JAX import: it starts at once).
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_SCRIPT, rundir.__file__,
+                               str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    assert rundir.Holder.from_json((run_dir / rundir.LOCK_FILE).read_text()).pid == holder.pid
+    with pytest.raises(rundir.RunDirInUse, match=f"in use by pid {holder.pid} on "):
+        rundir.acquire(str(run_dir))
+    holder.kill()
+    holder.wait()
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    cli.main(TINY_ARGS + ["--run-dir", str(run_dir), "--iterations", "1"])
+    assert (f"warning: run dir {run_dir} was locked by pid {holder.pid} on "
+            f"{socket.gethostname()}, which is gone") in capsys.readouterr().err
+    assert not (run_dir / rundir.LOCK_FILE).exists()
+    # Where flock excludes nothing (some network file systems), a lock file that
+    # names a live process of this host still refuses: here the test's parent.
+    parent = rundir.Holder(os.getppid(), socket.gethostname(), rundir._start_time(os.getppid()))
+    (run_dir / rundir.LOCK_FILE).write_text(parent.to_json())
+    with pytest.raises(rundir.RunDirInUse, match=f"in use by pid {os.getppid()} on "):
+        rundir.acquire(str(run_dir))
+    print("\nfault: the holder of a run dir's lock SIGKILLed: its lock was taken over "
+          "with a warning, the run went on; a second live process refused")
