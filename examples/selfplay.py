@@ -16,7 +16,10 @@ training state (network, optimiser, buffer, games in progress, iteration, RNG)
 is saved with orbax under ``--run-dir``; ``--resume`` continues from the newest
 checkpoint exactly. Metrics go to ``metrics.jsonl`` and ``metrics.csv``, and
 ``metrics.png`` plots them. The games are sharded over all local devices (see
-``jaxpuct/alphazero/trainer.py`` for multi-device and multi-host use).
+``jaxpuct/alphazero/trainer.py`` for multi-device and multi-host use). One process
+at a time uses a run directory (a second one stops at once, see
+``jaxpuct/alphazero/rundir.py``); Ctrl-C and SIGTERM stop between steps, never
+inside a checkpoint save (``docs/reliability.md``).
 
 Every flag is a field of ``SelfPlayConfig`` (fixed for a run; checked on
 ``--resume``) or ``RunOptions`` (may change on resume), in
@@ -43,7 +46,7 @@ import time
 import jax
 
 import jaxpuct.alphazero as az
-from jaxpuct.alphazero import checkpoints, rundir
+from jaxpuct.alphazero import checkpoints, interrupts, rundir
 from jaxpuct.alphazero import config as config_lib
 
 
@@ -282,7 +285,7 @@ def _unwritable(run_dir: str, why: str) -> str:
             f"--run-dir)")
 
 
-def _start(config: az.SelfPlayConfig, options: az.RunOptions
+def _start(config: az.SelfPlayConfig, options: az.RunOptions, guard: interrupts.SignalGuard
            ) -> tuple[az.Trainer, az.TrainState]:
     """The trainer and the state to continue from (fresh, or restored)."""
     try:
@@ -292,7 +295,9 @@ def _start(config: az.SelfPlayConfig, options: az.RunOptions
     ts = trainer.init()
     if options.resume:
         try:
-            ts = az.restore_checkpoint(options.run_dir, ts, config, step=options.resume_step)
+            with guard.protected():  # orbax's reader threads are not abandoned midway
+                ts = az.restore_checkpoint(options.run_dir, ts, config,
+                                           step=options.resume_step)
         except az.CheckpointError as err:
             sys.exit(f"error: {err}")
         first = int(jax.device_get(ts.iteration))
@@ -311,12 +316,24 @@ def _fmt(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def interrupted_message(iteration: int, newest_checkpoint: int | None) -> str:
+    """The one line printed when a signal ends the run."""
+    if newest_checkpoint is None:
+        return (f"interrupted at iteration {iteration}; no checkpoint yet; start again "
+                f"(without --resume)")
+    return (f"interrupted at iteration {iteration}; newest intact checkpoint "
+            f"{newest_checkpoint}; resume with --resume")
+
+
 def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     """Runs training; returns ``{"config", "iteration", "final_eval", "seconds", ...}``.
 
     Exits with ``error: ...`` (status 1) on a bad command line, an unusable or busy
-    run directory or checkpoint, a failed save, or a NaN / infinite loss or parameter
-    (then nothing of that iteration is saved)."""
+    run directory or checkpoint, a failed save, or a NaN / infinite loss or
+    parameter (then nothing of that iteration is saved). SIGINT (Ctrl-C) and
+    SIGTERM end the run between steps (a write that has begun, a checkpoint
+    save included, completes first) with one line saying where it stopped, and
+    exit status 130 and 143."""
     config, options = parse(argv, defaults)
     from jaxpuct.alphazero.arena import ARENA_GAMES  # no OpenSpiel import
     if options.mcts_simulations and config.game not in ARENA_GAMES:
@@ -326,35 +343,52 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
         sys.exit("error: --mcts-simulations needs OpenSpiel (pip install "
                  "'jaxpuct[openspiel]'), or pass --mcts-simulations 0")
     start = time.time()
-    with prepare_run_dir(options):
-        trainer, ts = _start(config, options)
-        first = int(jax.device_get(ts.iteration))
+    with prepare_run_dir(options), interrupts.SignalGuard() as guard:
+        try:
+            return _train(config, options, guard, start)
+        except interrupts.Interrupted as stop:
+            newest = checkpoints.newest_intact_step(options.run_dir)
+            # Stopped before the run knew its first iteration: none was computed.
+            reached = stop.iteration if stop.iteration is not None else newest or 0
+            print(interrupted_message(reached, newest), file=sys.stderr, flush=True)
+            raise SystemExit(stop.exit_status) from None
+
+
+def _train(config: az.SelfPlayConfig, options: az.RunOptions, guard: interrupts.SignalGuard,
+           start: float) -> dict:
+    """The run itself (see :func:`main`); an :class:`interrupts.Interrupted` leaves
+    it carrying the iteration reached."""
+    it = None
+    bar = None
+    try:
+        trainer, ts = _start(config, options, guard)
+        first = it = int(jax.device_get(ts.iteration))
         metrics_path = os.path.join(options.run_dir, "metrics.jsonl")
         records = _read_records(metrics_path, first) if options.resume else []
-        with open(metrics_path, "w") as f:  # drop lines past the checkpoint we resumed from
+        with guard.protected(), open(metrics_path, "w") as f:
+            # Drops the lines past the checkpoint we resumed from.
             f.writelines(_json_line(r) for r in records)
         print(f"jaxpuct self-play: {config.game}, {config.batch_size} games x "
               f"{config.num_simulations} simulations on {len(jax.devices())} "
-              f"{jax.devices()[0].platform} device(s); iterations {first} -> {options.iterations}; "
-              f"run dir {options.run_dir}", flush=True)
-        bar = None
+              f"{jax.devices()[0].platform} device(s); iterations {first} -> "
+              f"{options.iterations}; run dir {options.run_dir}", flush=True)
+        # Seconds spent in self-play and training alone (what --max-minutes limits),
+        # carried over a resume by the metrics lines.
+        train_seconds = records[-1].get("train_seconds", 0.0) if records else 0.0
+        budget = options.max_minutes * 60.0
         if options.progress:
             from tqdm import tqdm
             bar = tqdm(total=options.iterations, initial=first, desc="self-play", unit="it",
                        dynamic_ncols=True)
         say = bar.write if bar else print
-        last_eval, it = None, first
-        # Seconds spent in self-play and training alone (what --max-minutes limits),
-        # carried over a resume by the metrics lines.
-        train_seconds = records[-1].get("train_seconds", 0.0) if records else 0.0
-        budget = options.max_minutes * 60.0
+        last_eval = None
         while it < options.iterations:
             tick = time.time()
             try:
                 ts, metrics = trainer.iterate(ts)
             except az.NonFiniteError as err:
-                sys.exit(f"error: {err}; the last checkpoint in {options.run_dir!r} is intact "
-                         f"(resume with --resume, or --resume-step N for an older one)")
+                sys.exit(f"error: {err}; the last checkpoint in {options.run_dir!r} is "
+                         f"intact (resume with --resume, or --resume-step N for an older one)")
             train_seconds += time.time() - tick
             it = int(jax.device_get(ts.iteration))
             record = {"iteration": it, "seconds": round(time.time() - start, 2),
@@ -377,29 +411,39 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
                 say(f"[{it}] vs MCTSBot ({options.mcts_simulations} simulations): score "
                     f"{mcts['mcts_score']:.3f} [{mcts['mcts_score_low']:.3f}, "
                     f"{mcts['mcts_score_high']:.3f}]")
-            # The metrics line goes first: a crash during the save then loses no line
-            # (a resume drops lines past the checkpoint it restores and recomputes them).
             records.append(record)
-            with open(metrics_path, "a") as f:
-                f.write(_json_line(record))
-            if final or (options.checkpoint_every and it % options.checkpoint_every == 0):
-                try:
-                    az.save_checkpoint(options.run_dir, ts, config, keep=options.keep_checkpoints)
-                except az.CheckpointError as err:
-                    sys.exit(f"error: {err}")
+            # The metrics line and its checkpoint are one step for a signal: one
+            # that arrives in either stops the run after both.
+            with guard.protected():
+                # The metrics line goes first: a crash during the save then loses no
+                # line (a resume drops lines past the checkpoint it restores and
+                # recomputes them).
+                with open(metrics_path, "a") as f:
+                    f.write(_json_line(record))
+                if final or (options.checkpoint_every and it % options.checkpoint_every == 0):
+                    try:
+                        az.save_checkpoint(options.run_dir, ts, config,
+                                           keep=options.keep_checkpoints)
+                    except az.CheckpointError as err:
+                        sys.exit(f"error: {err}")
             if bar:
                 bar.update(1)
                 bar.set_postfix(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
             if out_of_time:
                 break
+    except interrupts.Interrupted as stop:
+        stop.iteration = it
+        raise
+    finally:
         if bar:
             bar.close()
+    with guard.protected():
         if records:
             write_csv(options.run_dir, records)
             if options.plot:
                 print(f"plot: {plot(options.run_dir, records)}")
-        return {"config": config, "options": options, "iteration": it, "final_eval": last_eval,
-                "seconds": time.time() - start, "state": ts, "trainer": trainer}
+    return {"config": config, "options": options, "iteration": it, "final_eval": last_eval,
+            "seconds": time.time() - start, "state": ts, "trainer": trainer}
 
 
 if __name__ == "__main__":

@@ -39,8 +39,8 @@ import numpy as np
 
 from jaxpuct.alphazero.config import SelfPlayConfig, flag
 
-__all__ = ["CheckpointError", "available_steps", "load_config", "remove_partial_saves",
-           "restore_checkpoint", "save_checkpoint", "state_digest"]
+__all__ = ["CheckpointError", "available_steps", "load_config", "newest_intact_step",
+           "remove_partial_saves", "restore_checkpoint", "save_checkpoint", "state_digest"]
 
 _CONFIG_FILE = "config.json"
 _DIGEST_SUFFIX = ".sha256.json"
@@ -107,6 +107,14 @@ def available_steps(run_dir: str) -> list[int]:
 
 def _verified_steps(run_dir: str) -> list[int]:
     return [s for s in available_steps(run_dir) if os.path.exists(_digest_path(run_dir, s))]
+
+
+def newest_intact_step(run_dir: str) -> int | None:
+    """The newest step whose save completed (it was read back and verified, and
+    its digest file written); None if there is none. What ``--resume`` restores
+    unless a file of it has been damaged since."""
+    steps = _verified_steps(run_dir)
+    return steps[0] if steps else None
 
 
 def remove_partial_saves(run_dir: str) -> list[str]:
