@@ -316,6 +316,61 @@ def _fmt(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """What the progress bar shows: how far the run is towards the limit that will
+    end it, ``--iterations`` (unit ``"it"``) or ``--max-minutes`` of self-play and
+    training (unit ``"min"``), and the self-play and training seconds left until
+    then (None before the speed is known). A bar of 10,000 iterations in a run
+    that a 60-minute budget ends after 300 would show 3% and a 17-hour ETA."""
+
+    done: float
+    total: float
+    unit: str
+    eta_seconds: float | None
+
+
+def progress(iteration: int, iterations: int, train_seconds: float, budget_seconds: float,
+             seconds_per_iteration: float | None) -> Progress:
+    """The :class:`Progress` of a run at ``iteration`` after ``train_seconds`` of
+    self-play and training, with ``budget_seconds`` of it allowed (0: no limit) and
+    each iteration taking ``seconds_per_iteration`` (measured; None before the
+    first). The budget is taken to end the run first while no speed is known."""
+    rate = seconds_per_iteration
+    by_iterations = Progress(float(iteration), float(iterations), "it",
+                             None if rate is None else (iterations - iteration) * rate)
+    if not budget_seconds:
+        return by_iterations
+    left = max(budget_seconds - train_seconds, 0.0)
+    by_time = Progress(min(train_seconds, budget_seconds) / 60.0, budget_seconds / 60.0,
+                       "min", left)
+    if rate is None or left < (iterations - iteration) * rate:
+        return by_time
+    return by_iterations
+
+
+def _bar_format(unit: str) -> str:
+    counts = "{n:.0f}/{total:.0f} it" if unit == "it" else "{n:.1f}/{total:.1f} min"
+    return "{desc}: {percentage:3.0f}%|{bar}| " + counts + " [{elapsed}{postfix}]"
+
+
+def _open_bar(state: Progress):
+    from tqdm import tqdm
+    return tqdm(total=state.total, initial=state.done, desc="self-play",
+                bar_format=_bar_format(state.unit), dynamic_ncols=True)
+
+
+def _show(bar, state: Progress, metrics: dict) -> None:
+    """Moves ``bar`` to ``state`` (its unit changes when the other limit turns
+    out to end the run first)."""
+    bar.bar_format = _bar_format(state.unit)
+    bar.total, bar.n = state.total, state.done
+    postfix = {} if state.eta_seconds is None else {"eta": bar.format_interval(
+        state.eta_seconds)}
+    postfix.update(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
+    bar.set_postfix(postfix)
+
+
 def interrupted_message(iteration: int, newest_checkpoint: int | None) -> str:
     """The one line printed when a signal ends the run."""
     if newest_checkpoint is None:
@@ -375,11 +430,10 @@ def _train(config: az.SelfPlayConfig, options: az.RunOptions, guard: interrupts.
         # Seconds spent in self-play and training alone (what --max-minutes limits),
         # carried over a resume by the metrics lines.
         train_seconds = records[-1].get("train_seconds", 0.0) if records else 0.0
+        session_start_seconds = train_seconds
         budget = options.max_minutes * 60.0
         if options.progress:
-            from tqdm import tqdm
-            bar = tqdm(total=options.iterations, initial=first, desc="self-play", unit="it",
-                       dynamic_ncols=True)
+            bar = _open_bar(progress(first, options.iterations, train_seconds, budget, None))
         say = bar.write if bar else print
         last_eval = None
         while it < options.iterations:
@@ -427,8 +481,9 @@ def _train(config: az.SelfPlayConfig, options: az.RunOptions, guard: interrupts.
                     except az.CheckpointError as err:
                         sys.exit(f"error: {err}")
             if bar:
-                bar.update(1)
-                bar.set_postfix(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
+                _show(bar, progress(it, options.iterations, train_seconds, budget,
+                                    (train_seconds - session_start_seconds) / (it - first)),
+                      metrics)
             if out_of_time:
                 break
     except interrupts.Interrupted as stop:

@@ -531,6 +531,29 @@ def test_max_minutes_ends_the_run_with_its_final_evaluation(tmp_path, fast_cli):
     assert len(records) == 1 and 0 < records[0]["train_seconds"] <= records[0]["seconds"]
 
 
+def test_progress_counts_towards_the_limit_that_ends_the_run():
+    """With --max-minutes the bar shows the budget when it will end the run first,
+    not "iterations of 10,000" with an ETA of hours."""
+    # connect_four's defaults: 10,000 iterations or 60 minutes; 10 iterations took 6 s.
+    p = cli.progress(10, 10000, 6.0, 3600.0, 0.6)
+    assert (p.unit, p.done, p.total, p.eta_seconds) == ("min", 0.1, 60.0, 3594.0)
+    # A budget that the iterations beat: the iterations end the run.
+    p = cli.progress(10, 100, 6.0, 3600.0, 0.6)
+    assert (p.unit, p.done, p.total) == ("it", 10, 100) and p.eta_seconds == pytest.approx(54)
+    assert cli.progress(10, 100, 6.0, 0.0, 0.6).unit == "it"  # no budget
+    assert cli.progress(0, 10000, 0.0, 3600.0, None).unit == "min"  # before the first
+    assert cli.progress(3, 10000, 90.0, 60.0, 30.0).done == 1.0  # past the budget: full
+
+
+def test_progress_bar_with_a_time_budget_shows_minutes(tmp_path, fast_cli, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    args = [a for a in TINY_ARGS if a != "--no-progress"]
+    cli.main(args + ["--run-dir", str(tmp_path / "run"), "--iterations", "50",
+                     "--max-minutes", "1e-9"])
+    bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "min" in bar and "100%" in bar and "/50" not in bar, bar
+
+
 def test_game_defaults_apply_under_the_command_line():
     """Per-game defaults (examples/selfplay.py GAME_DEFAULTS) replace the field
     defaults for that game only; a flag or a caller's default still wins."""
