@@ -22,10 +22,11 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
 import time
 
-from jaxpuct.alphazero import arena
+from jaxpuct.alphazero import arena, rundir
 from jaxpuct.alphazero.checkpoints import CheckpointError
 
 
@@ -64,8 +65,33 @@ def _finite(record: dict) -> dict:
             for k, v in record.items()}
 
 
+def games_problem(games: int) -> str | None:
+    """Why ``--games`` cannot be played (None: it can). Half the games are played
+    with each colour, so an odd number would favour one."""
+    if games < 2 or games % 2:
+        return f"--games must be even and at least 2 (half the games per colour), got {games}"
+    return None
+
+
+def json_problem(path: str) -> str | None:
+    """Why the result cannot be written to ``--json path`` (None: it can), found
+    before any game is played rather than after all of them."""
+    if os.path.isdir(path):
+        return f"--json {path!r} is a directory; expected a file path"
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        return f"--json {path!r}: its directory {directory!r} does not exist"
+    why = rundir.unwritable(directory)
+    if why is None and os.path.exists(path) and not os.access(path, os.W_OK):
+        why = "the file is read-only"
+    return None if why is None else f"--json {path!r} is not writable: {why}"
+
+
 def main(argv: list[str] | None = None) -> arena.MatchResult:
     args = build_parser().parse_args(argv)
+    problem = games_problem(args.games) or (args.json and json_problem(args.json))
+    if problem:
+        sys.exit(f"error: {problem}")
     try:
         bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
                             uct_c=args.uct_c, rollouts=args.rollouts, solve=args.solve)

@@ -16,7 +16,10 @@ training state (network, optimiser, buffer, games in progress, iteration, RNG)
 is saved with orbax under ``--run-dir``; ``--resume`` continues from the newest
 checkpoint exactly. Metrics go to ``metrics.jsonl`` and ``metrics.csv``, and
 ``metrics.png`` plots them. The games are sharded over all local devices (see
-``jaxpuct/alphazero/trainer.py`` for multi-device and multi-host use).
+``jaxpuct/alphazero/trainer.py`` for multi-device and multi-host use). One process
+at a time uses a run directory (a second one stops at once, see
+``jaxpuct/alphazero/rundir.py``); Ctrl-C and SIGTERM stop between steps, never
+inside a checkpoint save (``docs/reliability.md``).
 
 Every flag is a field of ``SelfPlayConfig`` (fixed for a run; checked on
 ``--resume``) or ``RunOptions`` (may change on resume), in
@@ -38,12 +41,12 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 import jax
 
 import jaxpuct.alphazero as az
+from jaxpuct.alphazero import checkpoints, interrupts, rundir
 from jaxpuct.alphazero import config as config_lib
 
 
@@ -243,30 +246,46 @@ def _json_line(record: dict) -> str:
     return json.dumps(clean, allow_nan=False) + "\n"
 
 
-def prepare_run_dir(options: az.RunOptions) -> None:
-    """Checks ``--run-dir`` before any work (exits with ``error: ...``): it must
-    exist with ``--resume`` (and is not created then), be writable, and hold no
-    checkpoints unless resuming or overwriting."""
+def prepare_run_dir(options: az.RunOptions) -> rundir.RunDirLock:
+    """Checks ``--run-dir`` before any work and takes its lock (exits with
+    ``error: ...``): it must exist with ``--resume`` (and is not created then), be
+    writable, be used by no other process, and hold no checkpoints unless resuming
+    or overwriting. Nothing in it is touched before the lock is held; then the
+    temporary folders of saves that never finished are removed."""
     run_dir = options.run_dir
     if options.resume and not os.path.isdir(run_dir):
         sys.exit(f"error: --resume: run directory {run_dir!r} does not exist")
     try:
         os.makedirs(run_dir, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=run_dir, prefix=".write-probe-")
-        os.close(fd)
-        os.remove(probe)
+        lock = rundir.acquire(run_dir)
+    except rundir.RunDirInUse as err:
+        sys.exit(f"error: {err}")
     except OSError as err:
-        sys.exit(f"error: run directory {run_dir!r} is not writable: "
-                 f"{err.strerror or err} (pass a writable --run-dir)")
-    ckpt_dir = os.path.join(run_dir, "checkpoints")
-    if not options.resume and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir):
-        if not options.overwrite:
-            sys.exit(f"error: {ckpt_dir} already holds checkpoints; pass --resume to "
-                     f"continue that run, --overwrite to start afresh, or another --run-dir")
-        shutil.rmtree(ckpt_dir)
+        sys.exit(_unwritable(run_dir, err.strerror or str(err)))
+    try:
+        problem = rundir.unwritable(run_dir)
+        if problem:
+            sys.exit(_unwritable(run_dir, problem))
+        ckpt_dir = os.path.join(run_dir, "checkpoints")
+        if not options.resume and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir):
+            if not options.overwrite:
+                sys.exit(f"error: {ckpt_dir} already holds checkpoints; pass --resume to "
+                         f"continue that run, --overwrite to start afresh, or another "
+                         f"--run-dir")
+            shutil.rmtree(ckpt_dir)
+        checkpoints.remove_partial_saves(run_dir)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
-def _start(config: az.SelfPlayConfig, options: az.RunOptions
+def _unwritable(run_dir: str, why: str) -> str:
+    return (f"error: run directory {run_dir!r} is not writable: {why} (pass a writable "
+            f"--run-dir)")
+
+
+def _start(config: az.SelfPlayConfig, options: az.RunOptions, guard: interrupts.SignalGuard
            ) -> tuple[az.Trainer, az.TrainState]:
     """The trainer and the state to continue from (fresh, or restored)."""
     try:
@@ -276,7 +295,9 @@ def _start(config: az.SelfPlayConfig, options: az.RunOptions
     ts = trainer.init()
     if options.resume:
         try:
-            ts = az.restore_checkpoint(options.run_dir, ts, config, step=options.resume_step)
+            with guard.protected():  # orbax's reader threads are not abandoned midway
+                ts = az.restore_checkpoint(options.run_dir, ts, config,
+                                           step=options.resume_step)
         except az.CheckpointError as err:
             sys.exit(f"error: {err}")
         first = int(jax.device_get(ts.iteration))
@@ -295,12 +316,79 @@ def _fmt(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """What the progress bar shows: how far the run is towards the limit that will
+    end it, ``--iterations`` (unit ``"it"``) or ``--max-minutes`` of self-play and
+    training (unit ``"min"``), and the self-play and training seconds left until
+    then (None before the speed is known). A bar of 10,000 iterations in a run
+    that a 60-minute budget ends after 300 would show 3% and a 17-hour ETA."""
+
+    done: float
+    total: float
+    unit: str
+    eta_seconds: float | None
+
+
+def progress(iteration: int, iterations: int, train_seconds: float, budget_seconds: float,
+             seconds_per_iteration: float | None) -> Progress:
+    """The :class:`Progress` of a run at ``iteration`` after ``train_seconds`` of
+    self-play and training, with ``budget_seconds`` of it allowed (0: no limit) and
+    each iteration taking ``seconds_per_iteration`` (measured; None before the
+    first). The budget is taken to end the run first while no speed is known."""
+    rate = seconds_per_iteration
+    by_iterations = Progress(float(iteration), float(iterations), "it",
+                             None if rate is None else (iterations - iteration) * rate)
+    if not budget_seconds:
+        return by_iterations
+    left = max(budget_seconds - train_seconds, 0.0)
+    by_time = Progress(min(train_seconds, budget_seconds) / 60.0, budget_seconds / 60.0,
+                       "min", left)
+    if rate is None or left < (iterations - iteration) * rate:
+        return by_time
+    return by_iterations
+
+
+def _bar_format(unit: str) -> str:
+    counts = "{n:.0f}/{total:.0f} it" if unit == "it" else "{n:.1f}/{total:.1f} min"
+    return "{desc}: {percentage:3.0f}%|{bar}| " + counts + " [{elapsed}{postfix}]"
+
+
+def _open_bar(state: Progress):
+    from tqdm import tqdm
+    return tqdm(total=state.total, initial=state.done, desc="self-play",
+                bar_format=_bar_format(state.unit), dynamic_ncols=True)
+
+
+def _show(bar, state: Progress, metrics: dict) -> None:
+    """Moves ``bar`` to ``state`` (its unit changes when the other limit turns
+    out to end the run first)."""
+    bar.bar_format = _bar_format(state.unit)
+    bar.total, bar.n = state.total, state.done
+    postfix = {} if state.eta_seconds is None else {"eta": bar.format_interval(
+        state.eta_seconds)}
+    postfix.update(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
+    bar.set_postfix(postfix)
+
+
+def interrupted_message(iteration: int, newest_checkpoint: int | None) -> str:
+    """The one line printed when a signal ends the run."""
+    if newest_checkpoint is None:
+        return (f"interrupted at iteration {iteration}; no checkpoint yet; start again "
+                f"(without --resume)")
+    return (f"interrupted at iteration {iteration}; newest intact checkpoint "
+            f"{newest_checkpoint}; resume with --resume")
+
+
 def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
     """Runs training; returns ``{"config", "iteration", "final_eval", "seconds", ...}``.
 
-    Exits with ``error: ...`` (status 1) on a bad command line, an unusable run
-    directory or checkpoint, a failed save, or a NaN / infinite loss or parameter
-    (then nothing of that iteration is saved)."""
+    Exits with ``error: ...`` (status 1) on a bad command line, an unusable or busy
+    run directory or checkpoint, a failed save, or a NaN / infinite loss or
+    parameter (then nothing of that iteration is saved). SIGINT (Ctrl-C) and
+    SIGTERM end the run between steps (a write that has begun, a checkpoint
+    save included, completes first) with one line saying where it stopped, and
+    exit status 130 and 143."""
     config, options = parse(argv, defaults)
     from jaxpuct.alphazero.arena import ARENA_GAMES  # no OpenSpiel import
     if options.mcts_simulations and config.game not in ARENA_GAMES:
@@ -310,77 +398,105 @@ def main(argv: list[str] | None = None, defaults: dict | None = None) -> dict:
         sys.exit("error: --mcts-simulations needs OpenSpiel (pip install "
                  "'jaxpuct[openspiel]'), or pass --mcts-simulations 0")
     start = time.time()
-    prepare_run_dir(options)
-    trainer, ts = _start(config, options)
-    first = int(jax.device_get(ts.iteration))
-    metrics_path = os.path.join(options.run_dir, "metrics.jsonl")
-    records = _read_records(metrics_path, first) if options.resume else []
-    with open(metrics_path, "w") as f:  # drop lines past the checkpoint we resumed from
-        f.writelines(_json_line(r) for r in records)
-    print(f"jaxpuct self-play: {config.game}, {config.batch_size} games x "
-          f"{config.num_simulations} simulations on {len(jax.devices())} "
-          f"{jax.devices()[0].platform} device(s); iterations {first} -> {options.iterations}; "
-          f"run dir {options.run_dir}", flush=True)
-    bar = None
-    if options.progress:
-        from tqdm import tqdm
-        bar = tqdm(total=options.iterations, initial=first, desc="self-play", unit="it",
-                   dynamic_ncols=True)
-    say = bar.write if bar else print
-    last_eval, it = None, first
-    # Seconds spent in self-play and training alone (what --max-minutes limits),
-    # carried over a resume by the metrics lines.
-    train_seconds = records[-1].get("train_seconds", 0.0) if records else 0.0
-    budget = options.max_minutes * 60.0
-    while it < options.iterations:
-        tick = time.time()
+    with prepare_run_dir(options), interrupts.SignalGuard() as guard:
         try:
-            ts, metrics = trainer.iterate(ts)
-        except az.NonFiniteError as err:
-            sys.exit(f"error: {err}; the last checkpoint in {options.run_dir!r} is intact "
-                     f"(resume with --resume, or --resume-step N for an older one)")
-        train_seconds += time.time() - tick
-        it = int(jax.device_get(ts.iteration))
-        record = {"iteration": it, "seconds": round(time.time() - start, 2),
-                  "train_seconds": round(train_seconds, 2), **metrics}
-        out_of_time = bool(budget) and train_seconds >= budget
-        if out_of_time:
-            say(f"[{it}] --max-minutes {options.max_minutes:g} reached after "
-                f"{train_seconds / 60:.1f} minutes of self-play and training")
-        final = it == options.iterations or out_of_time
-        evaluating = final or bool(options.eval_every and it % options.eval_every == 0)
-        if evaluating:
-            last_eval = evaluate(trainer, ts.params, it, config.seed)
-            record.update(last_eval)
-            lost = ", ".join(f"{k[5:]}={v}" for k, v in last_eval.items() if k.endswith("_loss"))
-            say(f"[{it}] loss {_fmt(metrics['loss'])}; eval losses: {lost}")
-        if mcts_due(options, it, evaluating, final):
-            mcts = evaluate_mcts(trainer, ts.params, it, config.seed, options)
-            record.update(mcts)
-            say(f"[{it}] vs MCTSBot ({options.mcts_simulations} simulations): score "
-                f"{mcts['mcts_score']:.3f} [{mcts['mcts_score_low']:.3f}, "
-                f"{mcts['mcts_score_high']:.3f}]")
-        # The metrics line goes first: a crash during the save then loses no line
-        # (a resume drops lines past the checkpoint it restores and recomputes them).
-        records.append(record)
-        with open(metrics_path, "a") as f:
-            f.write(_json_line(record))
-        if final or (options.checkpoint_every and it % options.checkpoint_every == 0):
+            return _train(config, options, guard, start)
+        except interrupts.Interrupted as stop:
+            newest = checkpoints.newest_intact_step(options.run_dir)
+            # Stopped before the run knew its first iteration: none was computed.
+            reached = stop.iteration if stop.iteration is not None else newest or 0
+            print(interrupted_message(reached, newest), file=sys.stderr, flush=True)
+            raise SystemExit(stop.exit_status) from None
+
+
+def _train(config: az.SelfPlayConfig, options: az.RunOptions, guard: interrupts.SignalGuard,
+           start: float) -> dict:
+    """The run itself (see :func:`main`); an :class:`interrupts.Interrupted` leaves
+    it carrying the iteration reached."""
+    it = None
+    bar = None
+    try:
+        trainer, ts = _start(config, options, guard)
+        first = it = int(jax.device_get(ts.iteration))
+        metrics_path = os.path.join(options.run_dir, "metrics.jsonl")
+        records = _read_records(metrics_path, first) if options.resume else []
+        with guard.protected(), open(metrics_path, "w") as f:
+            # Drops the lines past the checkpoint we resumed from.
+            f.writelines(_json_line(r) for r in records)
+        print(f"jaxpuct self-play: {config.game}, {config.batch_size} games x "
+              f"{config.num_simulations} simulations on {len(jax.devices())} "
+              f"{jax.devices()[0].platform} device(s); iterations {first} -> "
+              f"{options.iterations}; run dir {options.run_dir}", flush=True)
+        # Seconds spent in self-play and training alone (what --max-minutes limits),
+        # carried over a resume by the metrics lines.
+        train_seconds = records[-1].get("train_seconds", 0.0) if records else 0.0
+        session_start_seconds = train_seconds
+        budget = options.max_minutes * 60.0
+        if options.progress:
+            bar = _open_bar(progress(first, options.iterations, train_seconds, budget, None))
+        say = bar.write if bar else print
+        last_eval = None
+        while it < options.iterations:
+            tick = time.time()
             try:
-                az.save_checkpoint(options.run_dir, ts, config, keep=options.keep_checkpoints)
-            except az.CheckpointError as err:
-                sys.exit(f"error: {err}")
+                ts, metrics = trainer.iterate(ts)
+            except az.NonFiniteError as err:
+                sys.exit(f"error: {err}; the last checkpoint in {options.run_dir!r} is "
+                         f"intact (resume with --resume, or --resume-step N for an older one)")
+            train_seconds += time.time() - tick
+            it = int(jax.device_get(ts.iteration))
+            record = {"iteration": it, "seconds": round(time.time() - start, 2),
+                      "train_seconds": round(train_seconds, 2), **metrics}
+            out_of_time = bool(budget) and train_seconds >= budget
+            if out_of_time:
+                say(f"[{it}] --max-minutes {options.max_minutes:g} reached after "
+                    f"{train_seconds / 60:.1f} minutes of self-play and training")
+            final = it == options.iterations or out_of_time
+            evaluating = final or bool(options.eval_every and it % options.eval_every == 0)
+            if evaluating:
+                last_eval = evaluate(trainer, ts.params, it, config.seed)
+                record.update(last_eval)
+                lost = ", ".join(f"{k[5:]}={v}" for k, v in last_eval.items()
+                                 if k.endswith("_loss"))
+                say(f"[{it}] loss {_fmt(metrics['loss'])}; eval losses: {lost}")
+            if mcts_due(options, it, evaluating, final):
+                mcts = evaluate_mcts(trainer, ts.params, it, config.seed, options)
+                record.update(mcts)
+                say(f"[{it}] vs MCTSBot ({options.mcts_simulations} simulations): score "
+                    f"{mcts['mcts_score']:.3f} [{mcts['mcts_score_low']:.3f}, "
+                    f"{mcts['mcts_score_high']:.3f}]")
+            records.append(record)
+            # The metrics line and its checkpoint are one step for a signal: one
+            # that arrives in either stops the run after both.
+            with guard.protected():
+                # The metrics line goes first: a crash during the save then loses no
+                # line (a resume drops lines past the checkpoint it restores and
+                # recomputes them).
+                with open(metrics_path, "a") as f:
+                    f.write(_json_line(record))
+                if final or (options.checkpoint_every and it % options.checkpoint_every == 0):
+                    try:
+                        az.save_checkpoint(options.run_dir, ts, config,
+                                           keep=options.keep_checkpoints)
+                    except az.CheckpointError as err:
+                        sys.exit(f"error: {err}")
+            if bar:
+                _show(bar, progress(it, options.iterations, train_seconds, budget,
+                                    (train_seconds - session_start_seconds) / (it - first)),
+                      metrics)
+            if out_of_time:
+                break
+    except interrupts.Interrupted as stop:
+        stop.iteration = it
+        raise
+    finally:
         if bar:
-            bar.update(1)
-            bar.set_postfix(loss=_fmt(metrics["loss"]), games=metrics["games_finished"])
-        if out_of_time:
-            break
-    if bar:
-        bar.close()
-    if records:
-        write_csv(options.run_dir, records)
-        if options.plot:
-            print(f"plot: {plot(options.run_dir, records)}")
+            bar.close()
+    with guard.protected():
+        if records:
+            write_csv(options.run_dir, records)
+            if options.plot:
+                print(f"plot: {plot(options.run_dir, records)}")
     return {"config": config, "options": options, "iteration": it, "final_eval": last_eval,
             "seconds": time.time() - start, "state": ts, "trainer": trainer}
 

@@ -1,6 +1,7 @@
 """The OpenSpiel arena: action mapping, lockstep cross-checks, match statistics."""
 
 import math
+import os
 import re
 
 import jax
@@ -175,3 +176,43 @@ def test_bad_input_names_the_argument():
         arena.openspiel_action("go_9x9", 0)
     with pytest.raises(ValueError, match="num_games must be an int >= 2, got 1"):
         arena.play_match(_perfect_ttt_agent(), "tic_tac_toe", arena.BotSpec(kind="random"), 1)
+
+
+# --------------------------------------------------------- the arena command line
+def _arena_exit(argv, monkeypatch) -> str:
+    """The error of ``examples.arena`` for ``argv``; playing a game fails the test
+    (every check must come before the first game)."""
+    from examples import arena as arena_cli
+
+    def no_games(*args, **kwargs):
+        raise AssertionError("a game was played before the arguments were checked")
+
+    monkeypatch.setattr(arena, "play_match", no_games)
+    with pytest.raises(SystemExit) as info:
+        arena_cli.main(argv)
+    return str(info.value.code)
+
+
+def test_arena_command_line_checks_its_arguments_before_playing(tmp_path, monkeypatch):
+    pure = ["--game", "tic_tac_toe", "--simulations", "2", "--opponent", "random"]
+    message = _arena_exit(pure + ["--games", "3"], monkeypatch)
+    assert message == ("error: --games must be even and at least 2 (half the games per "
+                       "colour), got 3")
+    missing = tmp_path / "no_such_run"
+    message = _arena_exit(["--run-dir", str(missing)], monkeypatch)
+    assert message.startswith(f"error: --run-dir {str(missing)!r} does not exist")
+    assert "--resume" not in message and not missing.exists()
+    message = _arena_exit(["--run-dir", str(tmp_path)], monkeypatch)
+    assert "holds no training run" in message and "--resume" not in message
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    message = _arena_exit(pure + ["--games", "2", "--json", str(blocker / "x.json")],
+                          monkeypatch)
+    assert message.startswith(f"error: --json {str(blocker / 'x.json')!r}")
+    assert "does not exist" in message
+    message = _arena_exit(pure + ["--games", "2", "--json", str(tmp_path)], monkeypatch)
+    assert "is a directory" in message
+    if os.path.isdir("/proc/self"):  # not writable even for root
+        message = _arena_exit(pure + ["--games", "2", "--json", "/proc/result.json"],
+                              monkeypatch)
+        assert message.startswith("error: --json '/proc/result.json' is not writable")

@@ -11,11 +11,14 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import jax
 import jax.numpy as jnp
@@ -528,6 +531,29 @@ def test_max_minutes_ends_the_run_with_its_final_evaluation(tmp_path, fast_cli):
     assert len(records) == 1 and 0 < records[0]["train_seconds"] <= records[0]["seconds"]
 
 
+def test_progress_counts_towards_the_limit_that_ends_the_run():
+    """With --max-minutes the bar shows the budget when it will end the run first,
+    not "iterations of 10,000" with an ETA of hours."""
+    # connect_four's defaults: 10,000 iterations or 60 minutes; 10 iterations took 6 s.
+    p = cli.progress(10, 10000, 6.0, 3600.0, 0.6)
+    assert (p.unit, p.done, p.total, p.eta_seconds) == ("min", 0.1, 60.0, 3594.0)
+    # A budget that the iterations beat: the iterations end the run.
+    p = cli.progress(10, 100, 6.0, 3600.0, 0.6)
+    assert (p.unit, p.done, p.total) == ("it", 10, 100) and p.eta_seconds == pytest.approx(54)
+    assert cli.progress(10, 100, 6.0, 0.0, 0.6).unit == "it"  # no budget
+    assert cli.progress(0, 10000, 0.0, 3600.0, None).unit == "min"  # before the first
+    assert cli.progress(3, 10000, 90.0, 60.0, 30.0).done == 1.0  # past the budget: full
+
+
+def test_progress_bar_with_a_time_budget_shows_minutes(tmp_path, fast_cli, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    args = [a for a in TINY_ARGS if a != "--no-progress"]
+    cli.main(args + ["--run-dir", str(tmp_path / "run"), "--iterations", "50",
+                     "--max-minutes", "1e-9"])
+    bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "min" in bar and "100%" in bar and "/50" not in bar, bar
+
+
 def test_game_defaults_apply_under_the_command_line():
     """Per-game defaults (examples/selfplay.py GAME_DEFAULTS) replace the field
     defaults for that game only; a flag or a caller's default still wins."""
@@ -555,3 +581,248 @@ def test_arena_loads_the_network_of_a_run(tmp_path, trainer, reference):
     assert game == "tic_tac_toe" and "iteration 2, 2 simulations" in description
     result = arena.play_match(agent, game, arena.BotSpec(kind="random"), num_games=2)
     assert result.first.games == result.second.games == 1
+
+
+# ------------------------------------------------- one process per run directory
+def _snapshot(path) -> dict[str, tuple[int, bytes]]:
+    """Every file under ``path`` with its modification time and content."""
+    return {os.path.relpath(f, path): (os.stat(f).st_mtime_ns, open(f, "rb").read())
+            for f in _files(path)}
+
+
+def test_a_second_process_on_a_busy_run_dir_refuses_and_touches_nothing(
+        tmp_path, trainer, reference, fast_cli, tmp_path_factory, monkeypatch):
+    from jaxpuct.alphazero import rundir
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    run_dir = str(tmp_path / "run")
+    _save_reference(trainer, reference, run_dir, [1, 2])
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        f.write('{"iteration": 1}\n{"iteration": 2}\n')
+    expected = f"error: run dir {run_dir} is in use by pid {os.getpid()} on {socket.gethostname()}"
+    with rundir.acquire(run_dir):  # the first process (this one)
+        before = _snapshot(run_dir)
+        for extra in ([], ["--resume"], ["--overwrite"]):
+            message = _exit_message(TINY_ARGS + ["--run-dir", run_dir, "--iterations", "4",
+                                                 *extra])
+            assert message == expected, extra
+            assert _snapshot(run_dir) == before, extra
+        # From a shell: that one line, status 1, at once (before anything compiles).
+        tick = time.time()
+        proc = subprocess.run([sys.executable, "-m", "examples.selfplay", *TINY_ARGS,
+                               "--run-dir", run_dir, "--iterations", "4", "--resume"],
+                              env=_subprocess_env(tmp_path_factory), cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        print(f"\nrefusal from a shell after {time.time() - tick:.1f} s")
+        assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [expected]
+        assert _snapshot(run_dir) == before
+    assert not os.path.exists(os.path.join(run_dir, rundir.LOCK_FILE))  # released
+    result = cli.main(TINY_ARGS + ["--run-dir", run_dir, "--iterations", "3", "--resume"])
+    _assert_same(jax.device_get(result["state"]), reference[3])
+    assert not os.path.exists(os.path.join(run_dir, rundir.LOCK_FILE))
+
+
+LOCK_SCRIPT = textwrap.dedent("""
+    import importlib.util, sys, time
+    spec = importlib.util.spec_from_file_location("rundir", sys.argv[1])
+    rundir = sys.modules["rundir"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rundir)
+    rundir.acquire(sys.argv[2])
+    print("locked", flush=True)
+    time.sleep(120)
+""")
+
+
+def test_the_lock_of_a_killed_process_is_taken_over_with_a_warning(tmp_path, fast_cli,
+                                                                   capsys, monkeypatch):
+    from jaxpuct.alphazero import rundir
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # The holder loads the lock module alone (no JAX import: it starts at once).
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_SCRIPT, rundir.__file__,
+                               str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    assert rundir.Holder.from_json((run_dir / rundir.LOCK_FILE).read_text()).pid == holder.pid
+    with pytest.raises(rundir.RunDirInUse, match=f"in use by pid {holder.pid} on "):
+        rundir.acquire(str(run_dir))
+    holder.kill()
+    holder.wait()
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    cli.main(TINY_ARGS + ["--run-dir", str(run_dir), "--iterations", "1"])
+    assert (f"warning: run dir {run_dir} was locked by pid {holder.pid} on "
+            f"{socket.gethostname()}, which is gone") in capsys.readouterr().err
+    assert not (run_dir / rundir.LOCK_FILE).exists()
+    # Where flock excludes nothing (some network file systems), a lock file that
+    # names a live process of this host still refuses: here the test's parent.
+    parent = rundir.Holder(os.getppid(), socket.gethostname(), rundir._start_time(os.getppid()))
+    (run_dir / rundir.LOCK_FILE).write_text(parent.to_json())
+    with pytest.raises(rundir.RunDirInUse, match=f"in use by pid {os.getppid()} on "):
+        rundir.acquire(str(run_dir))
+    print("\nfault: the holder of a run dir's lock SIGKILLed: its lock was taken over "
+          "with a warning, the run went on; a second live process refused")
+
+
+# ------------------------------------------------------------ SIGINT and SIGTERM
+def _check_interrupted(code, stderr: str, run_dir: str, signum: int) -> tuple[int, int]:
+    """The one line and status of an interrupted run, and nothing left half-done;
+    returns (iteration reached, newest checkpoint) from that line."""
+    assert code == 128 + signum, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and stderr.strip().splitlines()[-1] == lines[0], stderr[-3000:]
+    reached, newest = map(int, re.fullmatch(
+        r"interrupted at iteration (\d+); newest intact checkpoint (\d+); resume with "
+        r"--resume", lines[0]).groups())
+    ckpt_dir = os.path.join(run_dir, "checkpoints")
+    assert not [n for n in os.listdir(ckpt_dir) if "orbax-checkpoint-tmp" in n]
+    assert checkpoints.newest_intact_step(run_dir) == newest
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        assert [json.loads(line)["iteration"] for line in f] == list(range(1, reached + 1))
+    return reached, newest
+
+
+def _resume_equals_uninterrupted(run_dir: str, reference) -> None:
+    """``--resume`` to iteration 4 gives the uninterrupted run's state, and every
+    metrics line once."""
+    result = cli.main(TINY_ARGS + ["--run-dir", run_dir, "--iterations", "4", "--resume"])
+    _assert_same(jax.device_get(result["state"]), reference[4])
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        assert [json.loads(line)["iteration"] for line in f] == [1, 2, 3, 4]
+
+
+# (point, signal, iteration, iteration reached, newest checkpoint, extra flags)
+SIGNAL_POINTS = [
+    ("iterate", signal.SIGTERM, 3, 2, 2, []),  # abandoned: nothing of 3 is written
+    ("save", signal.SIGINT, 3, 3, 3, []),  # the save completes, then the run stops
+    ("metrics", signal.SIGTERM, 3, 3, 2, ["--checkpoint-every", "2"]),  # the line completes
+    ("restore", signal.SIGINT, 3, 2, 2, ["--resume"]),  # of checkpoint 2, read in full
+]
+
+
+@pytest.mark.parametrize("point,signum,at,reached,newest,extra", SIGNAL_POINTS,
+                         ids=[p[0] for p in SIGNAL_POINTS])
+def test_signal_stops_the_run_cleanly_and_resume_equals_uninterrupted(
+        point, signum, at, reached, newest, extra, tmp_path, trainer, reference, fast_cli,
+        monkeypatch, capsys):
+    """A real signal, sent by the run to itself at a known point (the functions
+    patched here are the test's hooks; the library has none), through the
+    command line's handlers."""
+    from orbax.checkpoint._src.path import atomicity
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    run_dir = str(tmp_path / "run")
+    if point == "restore":  # a run stopped at 2 earlier
+        _save_reference(trainer, reference, run_dir, [2])
+        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+            f.write('{"iteration": 1}\n{"iteration": 2}\n')
+    current = {"iteration": 0}
+
+    def send(here: str, iteration: int) -> None:
+        if here == point and iteration == at:
+            os.kill(os.getpid(), signum)
+
+    real_iterate, real_line = trainer.iterate, cli._json_line
+    real_finalize, real_restore = (atomicity.AtomicRenameTemporaryPath.finalize,
+                                   checkpoints._restore)
+
+    def iterate(ts, *args, **kwargs):
+        current["iteration"] = int(ts.iteration) + 1
+        send("iterate", current["iteration"])
+        return real_iterate(ts, *args, **kwargs)
+
+    def json_line(record):
+        send("metrics", record["iteration"])
+        return real_line(record)
+
+    async def finalize(self, *args, **kwargs):  # orbax wrote every array, not renamed yet
+        send("save", current["iteration"])
+        return await real_finalize(self, *args, **kwargs)
+
+    def restore(path, template):
+        send("restore", at)
+        return real_restore(path, template)
+
+    def unhandled(signum, frame):  # fails the test instead of ending pytest
+        raise AssertionError(f"{signal.Signals(signum).name} reached no handler of the run")
+
+    previous = {s: signal.signal(s, unhandled) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(trainer, "iterate", iterate)
+            m.setattr(cli, "_json_line", json_line)
+            m.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", finalize)
+            m.setattr(checkpoints, "_restore", restore)
+            capsys.readouterr()
+            with pytest.raises(SystemExit) as info:
+                cli.main(TINY_ARGS + ["--run-dir", run_dir, "--iterations", "4", *extra])
+            stderr = capsys.readouterr().err
+        assert signal.getsignal(signal.SIGINT) is unhandled  # the run put its handlers back
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    assert _check_interrupted(info.value.code, stderr, run_dir, signum) == (reached, newest)
+    _resume_equals_uninterrupted(run_dir, reference)
+    print(f"\nfault: {signal.Signals(signum).name} during {point} of iteration {at}: exit "
+          f"{info.value.code}, one line, checkpoint {newest} intact, no temporary folder; "
+          f"resumed to 4 equal to the uninterrupted run; data lost: none")
+
+
+SIGNAL_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, time
+    from orbax.checkpoint._src.path import atomicity
+    from examples import selfplay as cli
+    from jaxpuct.alphazero import trainer as trainer_lib
+
+    point, argv = sys.argv[1], sys.argv[2:]
+    current = {"iteration": 0}
+    real_iterate = trainer_lib.Trainer.iterate
+    def iterate(self, ts, *args, **kwargs):
+        current["iteration"] = int(ts.iteration) + 1
+        if point == "outside":  # room for a signal from outside
+            time.sleep(1.0)
+        return real_iterate(self, ts, *args, **kwargs)
+    trainer_lib.Trainer.iterate = iterate
+
+    real_finalize = atomicity.AtomicRenameTemporaryPath.finalize
+    async def finalize(self, *args, **kwargs):  # orbax wrote every array, not renamed yet
+        if point == "save" and current["iteration"] == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return await real_finalize(self, *args, **kwargs)
+    atomicity.AtomicRenameTemporaryPath.finalize = finalize
+    cli.evaluate = lambda *args: {}  # the tests here compare states, not games
+    cli.main(argv)
+    print("FINISHED")
+""")
+
+
+@pytest.mark.parametrize("point,signum", [("save", signal.SIGINT), ("outside", signal.SIGTERM)],
+                         ids=["sigint_in_save", "sigterm_from_outside"])
+def test_signal_to_a_process_stops_it_cleanly(point, signum, tmp_path, reference, fast_cli,
+                                             tmp_path_factory, monkeypatch):
+    """The same through a whole process: SIGINT inside the save of checkpoint 3
+    (where Python's default printed orbax's thread tracebacks and left a
+    temporary folder), and SIGTERM (what ``kill`` and schedulers send) from
+    another process, wherever it lands once the first metrics line is written
+    (each iteration sleeps a second first, so that the run is still going)."""
+    monkeypatch.setattr(cli, "evaluate", lambda *args: {})
+    run_dir = str(tmp_path / "run")
+    metrics = os.path.join(run_dir, "metrics.jsonl")
+    proc = subprocess.Popen([sys.executable, "-c", SIGNAL_SCRIPT, point, *TINY_ARGS,
+                             "--run-dir", run_dir, "--iterations", "4"],
+                            env=_subprocess_env(tmp_path_factory), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if point == "outside":
+        deadline = time.time() + 240
+        while not (os.path.exists(metrics) and open(metrics).read().strip()):
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=240)
+    assert "FINISHED" not in stdout
+    reached, newest = _check_interrupted(proc.returncode, stderr, run_dir, signum)
+    if point == "save":
+        assert (reached, newest) == (3, 3)
+    else:
+        assert 1 <= newest <= reached < 4
+    _resume_equals_uninterrupted(run_dir, reference)
+    print(f"\nfault: {signal.Signals(signum).name} to the process ({point}): exit "
+          f"{proc.returncode} at iteration {reached}, one line, checkpoint {newest} intact, "
+          f"no temporary folder; resumed to 4 equal to the uninterrupted run; data lost: none")

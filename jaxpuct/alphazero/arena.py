@@ -34,6 +34,7 @@ module) never needs OpenSpiel (``pip install 'jaxpuct[openspiel]'``).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -182,6 +183,15 @@ def network_agent(run_dir: str, step: int | None = None,
     """
     from jaxpuct.alphazero import checkpoints, selfplay
     from jaxpuct.alphazero.trainer import Trainer
+    # Said here rather than by load_config, whose hint is about resuming a run.
+    if not os.path.isdir(run_dir):
+        raise checkpoints.CheckpointError(
+            f"--run-dir {run_dir!r} does not exist; expected the run directory of a "
+            f"training run (python -m examples.selfplay --run-dir ...)")
+    if not os.path.isfile(os.path.join(run_dir, "config.json")):
+        raise checkpoints.CheckpointError(
+            f"--run-dir {run_dir!r} holds no training run (no config.json: no checkpoint "
+            f"was saved there); expected the run directory of python -m examples.selfplay")
     config = checkpoints.load_config(run_dir)
     trainer = Trainer(config, devices=jax.devices()[:1])
     ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), config, step=step)

@@ -39,12 +39,15 @@ import numpy as np
 
 from jaxpuct.alphazero.config import SelfPlayConfig, flag
 
-__all__ = ["CheckpointError", "available_steps", "load_config", "restore_checkpoint",
-           "save_checkpoint", "state_digest"]
+__all__ = ["CheckpointError", "available_steps", "load_config", "newest_intact_step",
+           "remove_partial_saves", "restore_checkpoint", "save_checkpoint", "state_digest"]
 
 _CONFIG_FILE = "config.json"
 _DIGEST_SUFFIX = ".sha256.json"
 _STEP_NAME = re.compile(r"^\d+$")
+# Orbax writes a checkpoint to "<step>.orbax-checkpoint-tmp-<timestamp>" and
+# renames it when complete.
+_ORBAX_TMP = ".orbax-checkpoint-tmp"
 
 
 class CheckpointError(RuntimeError):
@@ -104,6 +107,30 @@ def available_steps(run_dir: str) -> list[int]:
 
 def _verified_steps(run_dir: str) -> list[int]:
     return [s for s in available_steps(run_dir) if os.path.exists(_digest_path(run_dir, s))]
+
+
+def newest_intact_step(run_dir: str) -> int | None:
+    """The newest step whose save completed (it was read back and verified, and
+    its digest file written); None if there is none. What ``--resume`` restores
+    unless a file of it has been damaged since."""
+    steps = _verified_steps(run_dir)
+    return steps[0] if steps else None
+
+
+def remove_partial_saves(run_dir: str) -> list[str]:
+    """Deletes orbax's temporary folders of saves that never finished (a process
+    killed inside a save leaves one behind); returns their names.
+
+    Call it only while holding the run directory's lock
+    (:mod:`jaxpuct.alphazero.rundir`): another process's save in progress looks
+    the same."""
+    ckpt_dir = _checkpoint_dir(run_dir)
+    if not os.path.isdir(ckpt_dir):
+        return []
+    names = sorted(n for n in os.listdir(ckpt_dir) if _ORBAX_TMP in n)
+    for name in names:
+        shutil.rmtree(os.path.join(ckpt_dir, name), ignore_errors=True)
+    return names
 
 
 def _abstract(template: Any) -> Any:
