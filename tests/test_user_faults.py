@@ -242,14 +242,14 @@ def test_search_runs_without_warnings_with_x64_enabled():
 
 
 def _numpy_prior_and_legal(logits: np.ndarray, legal: np.ndarray):
-    """Reference: -inf means probability 0 (and illegal); NaN/+inf of a legal action,
+    """Reference: -inf or finfo.min means probability 0 (and illegal); NaN/+inf of a legal action,
     or nothing finite left, means uniform over the legal actions."""
     prior = np.zeros(logits.shape, np.float64)
     new_legal = legal.copy()
     for b in range(logits.shape[0]):
         row, ok = logits[b], legal[b]
         diverged = np.any(ok & (np.isnan(row) | (row == np.inf)))
-        possible = ok & (row > -np.inf)
+        possible = ok & (row > np.finfo(row.dtype).min)
         if diverged or not possible.any():
             if ok.any():
                 prior[b, ok] = 1.0 / ok.sum()
@@ -266,11 +266,73 @@ _prior_and_legal = jax.jit(jaxpuct.numerics.prior_and_legal)
 def test_prior_and_legal_matches_numpy_on_random_rows_with_special_values():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(400, 5)).astype(np.float32) * 3
-    special = rng.choice([np.nan, np.inf, -np.inf, 0.0], size=logits.shape,
-                         p=[0.05, 0.05, 0.3, 0.6])
+    lowest = np.finfo(np.float32).min
+    special = rng.choice([np.nan, np.inf, -np.inf, lowest, 0.0], size=logits.shape,
+                         p=[0.05, 0.05, 0.15, 0.15, 0.6])
     logits = np.where(special != 0.0, special, logits).astype(np.float32)
     legal = rng.random(logits.shape) < 0.7
     prior, legal_out = (np.asarray(x) for x in _prior_and_legal(logits, legal))
     want_prior, want_legal = _numpy_prior_and_legal(logits, legal)
     np.testing.assert_allclose(prior, want_prior, atol=1e-6)
     np.testing.assert_array_equal(legal_out, want_legal)
+
+
+# --------------------------------------------------------------------------------------
+# finfo(dtype).min logits: the mask of mctx (``invalid_actions``) and of pgx's AlphaZero
+# example (``jnp.where(state.legal_action_mask, logits, jnp.finfo(logits.dtype).min)``)
+# --------------------------------------------------------------------------------------
+
+
+def _pgx_masked(logits, legal):
+    """pgx's AlphaZero example (examples/alphazero/train.py), verbatim."""
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(legal, logits, jnp.finfo(logits.dtype).min)
+
+
+def _pgx_style_recurrent_fn(params, rng_key, action, depth):
+    """mctx's output type (no legal mask): action 2 is masked by pgx's code path at
+    every node below the root and pays most; the other moves lose."""
+    del params, rng_key
+    batch = action.shape[0]
+    legal = jnp.tile(jnp.array([True, True, False]), (batch, 1))
+    out = jaxpuct.RecurrentFnOutput(
+        reward=jnp.where(action == 2, 1.0, -0.5), discount=jnp.ones(batch),
+        prior_logits=_pgx_masked(jnp.zeros((batch, A)), legal), value=jnp.full(batch, -0.5))
+    return out, depth + 1
+
+
+@jax.jit
+def _pgx_style_search(root_logits):
+    return jaxpuct.alphazero_policy(
+        None, jax.random.PRNGKey(3), _root(root_logits), _pgx_style_recurrent_fn, 32,
+        max_depth=3, dirichlet_fraction=0.25, temperature=1.0,
+        selection=jaxpuct.PUCTConfig.mctx_muzero())
+
+
+def test_finfo_min_logit_masks_like_minus_inf_at_the_root_and_below():
+    # The root masks action 0 the pgx way; below the root action 2 is masked.
+    legal = jnp.array([[False, True, True], [False, True, True]])
+    out = _pgx_style_search(_pgx_masked(jnp.array([[0.0, 1.0, 0.0], [3.0, 0.0, 0.0]]), legal))
+    tree = out.search_tree
+    children = np.asarray(tree.children_index)
+    np.testing.assert_array_equal(children[:, 0, 0], jaxpuct.ILLEGAL)
+    np.testing.assert_array_equal(np.asarray(tree.summary().visit_counts)[:, 0], 0)
+    np.testing.assert_array_equal(np.asarray(out.action_weights)[:, 0], 0.0)
+    assert np.all(np.asarray(out.action) != 0)
+    used = np.arange(tree.max_nodes)[None, :] < np.asarray(tree.num_nodes)[:, None]
+    interior = used & (np.arange(tree.max_nodes)[None, :] > 0) & ~np.asarray(tree.node_terminal)
+    assert interior.sum() > 2
+    assert np.all(children[interior][:, 2] == jaxpuct.ILLEGAL)
+    assert np.asarray(tree.edge_visits)[interior][:, 2].sum() == 0
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+def test_finfo_min_of_each_dtype_is_a_mask(dtype):
+    lowest = jnp.finfo(dtype).min
+    logits = jnp.array([[lowest, 0.0, 1.0], [lowest, lowest, lowest]], dtype)
+    legal = jnp.ones((2, 3), bool)
+    prior, legal_out = (np.asarray(x) for x in jaxpuct.numerics.prior_and_legal(logits, legal))
+    np.testing.assert_array_equal(legal_out, [[False, True, True], [True, True, True]])
+    assert prior[0, 0] == 0.0
+    # Every legal logit masked: uniform over the legal actions, as for -inf.
+    np.testing.assert_allclose(prior[1], [1 / 3] * 3)

@@ -150,6 +150,11 @@ def _check_embedding(embedding: Any, treedef: Any, spec: list) -> None:
                   "return every leaf with its input dtype (e.g. .astype(x.dtype))")
 
 
+def _lowest(dtype: Any) -> float:
+    """The lowest finite number of a float ``dtype`` (bfloat16 included)."""
+    return float(jnp.finfo(dtype).min)
+
+
 def _check_logits(field: str, logits: np.ndarray, legal: np.ndarray | None,
                   rows: np.ndarray) -> None:
     logits = logits[rows]
@@ -158,9 +163,11 @@ def _check_logits(field: str, logits: np.ndarray, legal: np.ndarray | None,
               "(use a large negative finite logit for illegal actions)")
     if np.isposinf(logits).any():
         _fail(field, "finite", "contains +inf")
-    if legal is not None and np.isneginf(logits[legal[rows]]).any():
-        _fail(field, "legal_mask", "is -inf on a legal action: the prior would never "
-              "select it; mask only illegal actions, or fix legal_action_mask")
+    # The search reads -inf and finfo(dtype).min alike as "illegal" (numerics).
+    if legal is not None and (logits[legal[rows]] <= _lowest(logits.dtype)).any():
+        _fail(field, "legal_mask", "is -inf or finfo(dtype).min on a legal action: the "
+              "search would treat it as illegal; mask only illegal actions, or fix "
+              "legal_action_mask")
 
 
 def check_root(root: Any, *, num_actions: int | None = None) -> tuple[int, int]:
