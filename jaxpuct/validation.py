@@ -125,6 +125,10 @@ def check_root(root: Any) -> tuple[int, int]:
         got = None if logits is None else list(getattr(logits, "shape", ()))
         raise ValueError(f"root.prior_logits must have shape [B, num_actions], got {got}.")
     batch_size, num_actions = logits.shape
+    if batch_size < 1:
+        # Caught here: B = 0 would otherwise fail deep inside a reduction of jax.numpy.
+        raise ValueError("root.prior_logits must have a batch size B >= 1, got "
+                         f"B={batch_size} (shape {list(logits.shape)}).")
     if num_actions < 1:
         raise ValueError(f"root.prior_logits must have num_actions >= 1, got {num_actions}.")
     check_shape("root.value", getattr(root, "value", None), (batch_size,))

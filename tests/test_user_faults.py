@@ -149,6 +149,16 @@ BAD_CALLS = [
         _OTHER_ACTIONS_TREE, jnp.zeros(B, int), _root()), ["tree", "actions"]),
     ("embedding dtype changes", lambda: _policy(recurrent_fn=_float_embedding),
      ["embedding", "int32", "float32"]),
+    ("batch size 0", lambda: _policy(root=_root(batch=0)), ["root.prior_logits", "B >= 1",
+                                                             "B=0"]),
+    ("gumbel: batch size 0", lambda: jaxpuct.gumbel_policy(
+        None, jax.random.PRNGKey(0), _root(batch=0), _bandit_recurrent_fn, 4), ["B=0"]),
+    ("init_tree: batch size 0", lambda: jaxpuct.init_tree(_root(batch=0), 4), ["B=0"]),
+    ("int32 hash from GraphConfig.hash_fn", lambda: _policy(graph=jaxpuct.GraphConfig(
+        hash_fn=lambda e: jnp.stack([e, e], -1))), ["GraphConfig.hash_fn", "uint32", "int32"]),
+    ("int32 state_hash of the root", lambda: _policy(
+        root=_root().replace(state_hash=jnp.zeros((B, 2), jnp.int32)),
+        graph=jaxpuct.GraphConfig()), ["root.state_hash", "uint32", "int32"]),
 ]
 
 
@@ -159,6 +169,15 @@ def test_bad_argument_raises_value_error_naming_it(call, words):
     message = str(info.value)
     for word in words:
         assert word in message, (word, message)
+
+
+def test_batch_size_zero_is_rejected_alike_by_the_search_and_check_recurrent_fn():
+    import jaxpuct.testing
+
+    with pytest.raises(ValueError, match="B=0"):
+        _policy(root=_root(batch=0))
+    with pytest.raises(jaxpuct.testing.ConformanceError, match="B = 0"):
+        jaxpuct.testing.check_recurrent_fn(_bandit_recurrent_fn, None, _root(batch=0))
 
 
 def test_tree_from_another_batch_size_without_root_names_the_batch_size_of_the_tree():
