@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from jaxpuct.tree import Tree
+
 # Salt that derives the batch-shared key from the first per-element key, so the
 # shared stream differs from element 0's own stream.
 SHARED_KEY_SALT = 0x5EED
@@ -142,12 +144,64 @@ def check_root(root: Any) -> tuple[int, int]:
     return batch_size, num_actions
 
 
+# What a reader of a finished tree (``visualize.to_dot``) needs; a duck-typed tree
+# with these (e.g. a wrapper adding a ``proven`` field) is read like a Tree.
+_TREE_FIELDS = ("batch_size", "num_actions", "children_index", "children_prior",
+                "edge_visits", "node_visits", "node_values", "num_nodes")
+
+
+def check_tree_object(name: str, tree: Any, *, allow_none: bool = False,
+                      structural: bool = False, concrete: bool = False) -> None:
+    """``tree`` is a ``jaxpuct.Tree`` (``None`` when allowed), else a ValueError that
+    says what was given and what to pass instead.
+
+    Other objects fail here rather than later with a bare ``AttributeError``: mctx's
+    tree shares field names (``children_index``) but not the layout, and a
+    ``PolicyOutput`` holds the tree in ``.search_tree``.
+
+    Args:
+      name: the argument's name, for the message.
+      tree: the object given.
+      allow_none: ``None`` passes.
+      structural: accept any object with the fields of a ``Tree`` that readers use
+        (``_TREE_FIELDS``), not only ``Tree`` instances.
+      concrete: the arrays must be readable on the host, not traced (``jax.jit``).
+    """
+    if tree is None and allow_none:
+        return
+    is_tree = isinstance(tree, Tree) or (
+        structural and all(hasattr(tree, field) for field in _TREE_FIELDS))
+    if not is_tree:
+        cls = type(tree)
+        module = cls.__module__.split(".")[0]
+        got = (cls.__name__ if module in ("builtins", "jaxpuct", "__main__")
+               else f"{module}.{cls.__name__}")
+        if module == "mctx" and hasattr(tree, "search_tree"):
+            hint = "; jaxpuct reads only its own trees (search with jaxpuct)"
+        elif module == "mctx":
+            hint = ("; jaxpuct continues only its own trees: search from the root with "
+                    "jaxpuct (pass root=, not tree=)")
+        elif hasattr(tree, "search_tree"):
+            hint = f"; pass its .search_tree ({name}=policy_output.search_tree)"
+        else:
+            hint = ""
+        raise ValueError(f"{name} must be a jaxpuct.Tree, got {got}{hint}.")
+    if concrete and any(isinstance(getattr(tree, field), jax.core.Tracer)
+                        for field in ("children_index", "num_nodes")):
+        raise ValueError(f"{name} must hold concrete arrays, got traced ones (inside "
+                         "jax.jit, vmap or grad): call this on the tree a jitted function "
+                         "returned, outside the transformation.")
+
+
 def check_tree_fits(name: str, tree: Any, batch_size: int | None,
                     num_actions: int | None) -> None:
     """A given ``tree`` has the batch size and action count of the rest of the call."""
-    index = getattr(tree, "children_index", None)
-    if getattr(index, "ndim", None) != 3:
-        raise ValueError(f"{name} must be a jaxpuct Tree, got {type(tree).__name__}.")
+    check_tree_object(name, tree)
+    index = tree.children_index
+    if index.ndim != 3:
+        raise ValueError(f"{name}.children_index must have shape [B, N, A], got "
+                         f"{list(index.shape)} (a tree with extra leading axes, from "
+                         "jax.vmap, is used under the same vmap).")
     tree_batch, _, tree_actions = index.shape
     if batch_size is not None and tree_batch != batch_size:
         raise ValueError(f"{name} has batch size {tree_batch}, but the call has "
@@ -200,6 +254,13 @@ def unpack_recurrent_result(result: Any) -> tuple[Any, Any]:
 def check_recurrent_output(output: Any, embedding: Any, batch_size: int,
                            num_actions: int, embedding_like: Any) -> None:
     """Checks what ``recurrent_fn`` returned against the root's shapes and dtypes."""
+    missing = [f for f in ("reward", "discount", "prior_logits", "value")
+               if not hasattr(output, f)]
+    if missing:
+        keys = f" with keys {sorted(output)}" if isinstance(output, dict) else ""
+        raise ValueError("recurrent_fn must return (RecurrentFnOutput, new_embedding) with "
+                         "a jaxpuct.RecurrentFnOutput or mctx.RecurrentFnOutput first, got "
+                         f"{type(output).__name__}{keys} (no field {missing[0]!r}).")
     for field in ("reward", "discount", "value"):
         check_shape(f"recurrent_fn output .{field}", getattr(output, field, None),
                     (batch_size,))

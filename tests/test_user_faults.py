@@ -355,3 +355,67 @@ def test_finfo_min_of_each_dtype_is_a_mask(dtype):
     assert prior[0, 0] == 0.0
     # Every legal logit masked: uniform over the legal actions, as for -inf.
     np.testing.assert_allclose(prior[1], [1 / 3] * 3)
+
+
+# --------------------------------------------------------------------------------------
+# Wrong objects: a PolicyOutput, an mctx tree, a dict from recurrent_fn, a traced tree
+# --------------------------------------------------------------------------------------
+
+
+def _mctx_tree():
+    """An mctx ``Tree`` of the jaxpuct tree's shapes (only its type matters here)."""
+    mctx = pytest.importorskip("mctx")
+    node, edge = jnp.zeros((B, 5)), jnp.zeros((B, 5, A))
+    return mctx.Tree(node_visits=node, raw_values=node, node_values=node, parents=node,
+                     action_from_parent=node, children_index=edge.astype(jnp.int32),
+                     children_prior_logits=edge, children_visits=edge, children_rewards=edge,
+                     children_discounts=edge, children_values=edge,
+                     embeddings=jnp.zeros((B, 5)), root_invalid_actions=jnp.zeros((B, A)),
+                     extra_data=None)
+
+
+def _dict_output(params, rng_key, action, embedding):
+    out, new = _bandit_recurrent_fn(params, rng_key, action, embedding)
+    return {"reward": out.reward, "discount": out.discount, "prior_logits": out.prior_logits,
+            "value": out.value}, new
+
+
+_KEY = jax.random.PRNGKey(0)
+_POLICY_OUTPUT = _policy()
+
+WRONG_OBJECTS = [
+    ("alphazero_policy(tree=mctx tree)", lambda: jaxpuct.alphazero_policy(
+        None, _KEY, None, _bandit_recurrent_fn, 4, tree=_mctx_tree()),
+     ["tree", "mctx.Tree", "jaxpuct continues only its own trees"]),
+    ("alphazero_policy(root, tree=mctx tree)", lambda: _policy(tree=_mctx_tree()),
+     ["mctx.Tree", "only its own trees"]),
+    ("gumbel_policy(tree=mctx tree)", lambda: jaxpuct.gumbel_policy(
+        None, _KEY, _root(), _bandit_recurrent_fn, 4, tree=_mctx_tree()), ["mctx.Tree"]),
+    ("search(tree=mctx tree)", lambda: jaxpuct.search(
+        None, _KEY, _root(), _bandit_recurrent_fn, 4, tree=_mctx_tree()), ["mctx.Tree"]),
+    ("subtree(mctx tree)", lambda: jaxpuct.subtree(_mctx_tree(), jnp.zeros(B, jnp.int32)),
+     ["mctx.Tree", "only its own trees"]),
+    ("subtree_path(mctx tree)", lambda: jaxpuct.subtree_path(
+        _mctx_tree(), jnp.zeros((B, 1), jnp.int32)), ["mctx.Tree"]),
+    ("subtree_or_init(mctx tree)", lambda: jaxpuct.subtree_or_init(
+        _mctx_tree(), jnp.zeros(B, jnp.int32), _root()), ["mctx.Tree"]),
+    ("subtree(policy output)", lambda: jaxpuct.subtree(_POLICY_OUTPUT, jnp.zeros(B, jnp.int32)),
+     ["PolicyOutput", ".search_tree"]),
+    ("to_dot(policy output)", lambda: __import__("jaxpuct.visualize").visualize.to_dot(
+        _POLICY_OUTPUT), ["tree", "PolicyOutput", ".search_tree"]),
+    ("to_dot under jit", lambda: jax.jit(
+        lambda t: len(__import__("jaxpuct.visualize").visualize.to_dot(t)))(
+        _POLICY_OUTPUT.search_tree), ["tree", "concrete", "jax.jit"]),
+    ("recurrent_fn returns a dict", lambda: _policy(recurrent_fn=_dict_output),
+     ["recurrent_fn", "RecurrentFnOutput", "dict", "'reward'"]),
+]
+
+
+@pytest.mark.parametrize("call,words", [c[1:] for c in WRONG_OBJECTS],
+                         ids=[c[0] for c in WRONG_OBJECTS])
+def test_wrong_object_raises_value_error_saying_what_was_expected(call, words):
+    with pytest.raises(ValueError) as info:
+        call()
+    message = str(info.value)
+    for word in words:
+        assert word in message, (word, message)
