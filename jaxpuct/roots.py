@@ -49,6 +49,7 @@ def check_init_args(root: Any, max_nodes: int, root_prior: chex.Array | None,
     if invalid_actions is not None:
         validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
+    validation.check_trees_fit_device(root, max_nodes, graph)
     return batch_size, num_actions
 
 

@@ -221,6 +221,19 @@ def check_root_fits_tree(root: Any, tree: Any) -> tuple[int, int]:
     return tree.children_index.shape[0], tree.children_index.shape[2]
 
 
+def check_trees_fit_device(root: Any, max_nodes: int, graph: Any) -> None:
+    """New trees for ``root`` with ``max_nodes`` slots fit in device memory, where its
+    size is known (see :func:`jaxpuct.memory.check_trees_fit`)."""
+    # Imported here: jaxpuct.memory builds trees with jaxpuct.roots, which imports
+    # this module, and ``import jaxpuct`` leaves jaxpuct.memory unloaded.
+    from jaxpuct.memory import check_trees_fit
+
+    batch_size, num_actions = root.prior_logits.shape
+    state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype),
+                         root.embedding)
+    check_trees_fit(batch_size, num_actions, max_nodes, embedding=state, graph=graph)
+
+
 def check_batched_pytree(name: str, tree: Any, batch_size: int) -> None:
     """Every leaf of ``tree`` has leading dimension ``batch_size``."""
     leaves = jax.tree_util.tree_leaves_with_path(tree)
