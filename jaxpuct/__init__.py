@@ -80,3 +80,20 @@ __all__ = [
     "value_weighted_policy",
     "visit_policy",
 ]
+
+# Subpackages reachable as attributes (``jaxpuct.testing.check_tree`` after a plain
+# ``import jaxpuct``) but loaded only on first use, so that ``import jaxpuct`` stays
+# light (PEP 562: a module-level __getattr__).
+_LAZY_SUBMODULES = ("alphazero", "envs", "memory", "testing", "visualize")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
