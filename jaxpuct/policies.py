@@ -16,7 +16,7 @@ from jaxpuct import solver as solver_lib
 from jaxpuct import validation
 from jaxpuct.final_move import lcb_action
 from jaxpuct.graph import GraphConfig
-from jaxpuct.numerics import WEIGHT_FLOOR, normalize
+from jaxpuct.numerics import WEIGHT_FLOOR, masked_softmax, normalize
 from jaxpuct.roots import root_prior_and_legal
 from jaxpuct.search import (
     check_leaves_per_step,
@@ -124,6 +124,7 @@ def alphazero_policy(
     selection: PUCTConfig | SelectionRule = PUCTConfig(),
     dirichlet_fraction: chex.Numeric = 0.25,
     dirichlet_alpha: chex.Numeric = 0.3,
+    dirichlet: chex.Array | None = None,
     temperature: chex.Numeric = 1.0,
     value_weighted: bool = False,
     tree: Tree | None = None,
@@ -154,6 +155,9 @@ def alphazero_policy(
         disables). A traced value outside [0, 1] is clipped to it.
       dirichlet_alpha: root noise concentration α (> 0). A traced value <= 0
         gives uniform noise.
+      dirichlet: optional ``[B, A]`` noise probabilities to mix in instead of
+        drawing them (e.g. mctx's draw, to check a port exactly); see
+        :func:`root_noise`. Ignored when ``dirichlet_fraction == 0``.
       temperature: τ >= 0 for the move and the target ``N^(1/τ)``; 0 is argmax.
         A scalar or ``[B]``; it may be traced, and a traced τ < 0 acts as 0.
         Run under ``jax.experimental.checkify.checkify`` to get an error for
@@ -207,8 +211,8 @@ def alphazero_policy(
         prior = jnp.where(legal, tree.children_prior[:, Tree.ROOT_INDEX], 0.0)
     noised = prior
     if validation.concrete_value(dirichlet_fraction) is None or dirichlet_fraction != 0:
-        noised = dirichlet_noise(noise_keys, prior, legal,
-                                 jnp.clip(dirichlet_fraction, 0.0, 1.0), dirichlet_alpha)
+        noised = root_noise(noise_keys, prior, legal, jnp.clip(dirichlet_fraction, 0.0, 1.0),
+                            dirichlet_alpha, dirichlet)
 
     tree, embedding_like = prepare_tree(
         root, num_simulations, max_nodes, invalid_actions, noised, tree, graph,
@@ -264,3 +268,23 @@ def check_policy_numbers(batch_size: int, dirichlet_fraction: Any, dirichlet_alp
     validation.debug_check_range("dirichlet_alpha", dirichlet_alpha, float(
         jnp.finfo(jnp.float32).tiny))
     validation.debug_check_range("temperature", temperature, 0.0)
+
+
+def root_noise(rng_keys: chex.Array, prior: chex.Array, legal: chex.Array,
+               fraction: chex.Numeric, alpha: chex.Numeric,
+               noise: chex.Array | None = None) -> chex.Array:
+    """The root prior ``[B, A]`` to select with: ``prior [B, A]`` mixed with
+    Dirichlet noise drawn per tree (:func:`dirichlet_noise`, over ``legal [B, A]``),
+    or with the given ``noise [B, A]`` probabilities.
+
+    Given noise is mixed as ``mctx.muzero_policy`` mixes its own draw,
+    ``(1 - fraction) * prior + fraction * noise``, and made a prior the way mctx
+    makes one from the result: the softmax of ``log(max(p, tiny))``, here over the
+    legal actions. So ``noise = jax.random.dirichlet(jax.random.split(key, 3)[1],
+    jnp.full([A], alpha), (B,))`` reproduces mctx's root prior for ``key``.
+    """
+    if noise is None:
+        return dirichlet_noise(rng_keys, prior, legal, fraction, alpha)
+    validation.check_shape("dirichlet", noise, prior.shape)
+    mixed = (1 - fraction) * prior + fraction * jnp.asarray(noise, jnp.float32)
+    return masked_softmax(jnp.log(jnp.maximum(mixed, jnp.finfo(jnp.float32).tiny)), legal)
