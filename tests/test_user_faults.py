@@ -419,3 +419,28 @@ def test_wrong_object_raises_value_error_saying_what_was_expected(call, words):
     message = str(info.value)
     for word in words:
         assert word in message, (word, message)
+
+
+# --------------------------------------------------------------------------------------
+# jax.vmap over a policy: the tree has an extra leading axis
+# --------------------------------------------------------------------------------------
+
+
+@jax.jit
+def _vmapped_policy(logits):
+    """``logits [V, B, A]``: V batches of B roots, searched under ``jax.vmap``."""
+    return jax.vmap(lambda row: jaxpuct.alphazero_policy(
+        None, jax.random.PRNGKey(0), _root(row), _bandit_recurrent_fn, 8,
+        dirichlet_fraction=0.0, temperature=0.0))(logits)
+
+
+def test_summary_of_a_vmapped_tree_is_one_summary_per_batch():
+    logits = jnp.array([[[0.0, 0.0, 0.0], [0.0, 3.0, 0.0]],
+                        [[0.0, 0.0, 3.0], [1.0, 0.0, 0.0]]])
+    tree = _vmapped_policy(logits).search_tree
+    summary = tree.summary()
+    assert summary.visit_counts.shape == (2, B, A) and summary.value.shape == (2, B)
+    for v in range(2):
+        one = jax.tree.map(lambda x, v=v: x[v], tree).summary()
+        for got, want in zip(jax.tree.leaves(summary), jax.tree.leaves(one), strict=True):
+            np.testing.assert_array_equal(np.asarray(got)[v], np.asarray(want))
