@@ -17,6 +17,12 @@ an interior rule, see :class:`jaxpuct.selection.SelectionRule`),
 :func:`evaluate_leaves` (the one ``recurrent_fn`` call),
 :func:`expand_tree` or :func:`jaxpuct.graph.add_leaves` (storage), and
 :func:`backup` or :func:`backup_graph`.
+
+Gradients: reverse-mode ``jax.grad`` through a search is unsupported (as in mctx):
+the loops are ``lax.while_loop`` s, and JAX raises "Reverse-mode differentiation
+does not work for lax.while_loop". Differentiate a loss on the search's outputs
+under ``jax.lax.stop_gradient`` (the training targets), or pass
+``jax.lax.stop_gradient(params)`` to the search; see docs/guide/your_network.md.
 """
 
 from __future__ import annotations

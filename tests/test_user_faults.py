@@ -444,3 +444,37 @@ def test_summary_of_a_vmapped_tree_is_one_summary_per_batch():
         one = jax.tree.map(lambda x, v=v: x[v], tree).summary()
         for got, want in zip(jax.tree.leaves(summary), jax.tree.leaves(one), strict=True):
             np.testing.assert_array_equal(np.asarray(got)[v], np.asarray(want))
+
+
+# --------------------------------------------------------------------------------------
+# Reverse-mode gradients: unsupported through the search, documented with what works
+# --------------------------------------------------------------------------------------
+
+
+def _weighted_fn(w, rng_key, action, embedding):
+    out, new = _bandit_recurrent_fn(None, rng_key, action, embedding)
+    return out.replace(value=jnp.tanh(w * new.astype(jnp.float32))), new
+
+
+def _search_with(w):
+    root = _root().replace(prior_logits=jnp.zeros((B, A)) + w)
+    return root, jaxpuct.alphazero_policy(w, jax.random.PRNGKey(0), root, _weighted_fn, 4,
+                                          dirichlet_fraction=0.0)
+
+
+def test_reverse_mode_grad_through_a_search_fails_as_documented_and_the_pattern_works():
+    import sys
+
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+        jax.grad(lambda w: _search_with(w)[1].search_tree.summary().value.sum())(0.5)
+
+    def loss(w):  # the documented pattern: train on the search's targets
+        root, out = _search_with(w)
+        target = jax.lax.stop_gradient(out.action_weights)
+        return -(target * jax.nn.log_softmax(root.prior_logits * w)).sum()
+
+    assert np.isfinite(float(jax.grad(loss)(0.5)))
+    doc = sys.modules["jaxpuct.search"].__doc__
+    assert "jax.grad" in doc and "stop_gradient" in doc and "unsupported" in doc
+    guide = open(os.path.join(ROOT_DIR, "docs", "guide", "your_network.md")).read()
+    assert "Reverse-mode differentiation through a search is not supported" in guide
