@@ -271,9 +271,11 @@ def check_recurrent_output(output: Any, embedding: Any, batch_size: int,
                if not hasattr(output, f)]
     if missing:
         keys = f" with keys {sorted(output)}" if isinstance(output, dict) else ""
-        raise ValueError("recurrent_fn must return (RecurrentFnOutput, new_embedding) with "
-                         "a jaxpuct.RecurrentFnOutput or mctx.RecurrentFnOutput first, got "
-                         f"{type(output).__name__}{keys} (no field {missing[0]!r}).")
+        raise ValueError(f"recurrent_fn output .{missing[0]} is missing: recurrent_fn must "
+                         "return (RecurrentFnOutput, new_embedding) with a "
+                         "jaxpuct.RecurrentFnOutput or mctx.RecurrentFnOutput first (reward "
+                         f"[B]=[{batch_size}], discount, prior_logits, value), got "
+                         f"{type(output).__name__}{keys}.")
     for field in ("reward", "discount", "value"):
         check_shape(f"recurrent_fn output .{field}", getattr(output, field, None),
                     (batch_size,))

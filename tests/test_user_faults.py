@@ -323,8 +323,8 @@ def _pgx_style_recurrent_fn(params, rng_key, action, depth):
 @jax.jit
 def _pgx_style_search(root_logits):
     return jaxpuct.alphazero_policy(
-        None, jax.random.PRNGKey(3), _root(root_logits), _pgx_style_recurrent_fn, 32,
-        max_depth=3, dirichlet_fraction=0.25, temperature=1.0,
+        None, jax.random.PRNGKey(3), _root(root_logits), _pgx_style_recurrent_fn, 16,
+        max_depth=3, dirichlet_fraction=0.0, temperature=1.0,
         selection=jaxpuct.PUCTConfig.mctx_muzero())
 
 
