@@ -84,12 +84,22 @@ _MOVED = {
     "value_weighted_policy": ("jaxpuct.final_move", "value_weighted_policy"),
     "visit_policy": ("jaxpuct.final_move", "visit_policy"),
 }
+# Subpackages reachable as attributes (``jaxpuct.testing.check_tree`` after a plain
+# ``import jaxpuct``) but loaded only on first use, so that ``import jaxpuct`` stays
+# light (PEP 562: a module-level __getattr__).
+_LAZY_SUBMODULES = ("alphazero", "envs", "memory", "testing", "visualize")
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _MOVED:
         module, attribute = _MOVED[name]
         warnings.warn(f"jaxpuct.{name} moved to {module}.{attribute} in 0.5.0.",
                       DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module(module), attribute)
-    raise AttributeError(f"module 'jaxpuct' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))

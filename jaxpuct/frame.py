@@ -30,7 +30,7 @@ from jaxpuct import validation
 from jaxpuct.engine import EngineConfig, SearchKeys
 from jaxpuct.expanders import Expander
 from jaxpuct.graph import GraphConfig
-from jaxpuct.roots import dirichlet_noise, prepare_tree, root_prior_and_legal
+from jaxpuct.roots import prepare_tree, root_noise, root_prior_and_legal
 from jaxpuct.selection import PUCTConfig, SelectionRule, puct_rule
 from jaxpuct.solver import Solver, solver_config
 from jaxpuct.tree import ILLEGAL, ChanceLayout, Tree
@@ -138,13 +138,15 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
             invalid_actions: chex.Array | None, options: Options, *,
             tree: Tree | None = None, max_nodes: int | None = None,
             graph: GraphConfig | None = None,
-            noise: tuple[chex.Numeric, chex.Numeric] | None = None,
+            noise: tuple[chex.Numeric, chex.Numeric, chex.Array | None] | None = None,
             root_prior: chex.Array | None = None,
             chance: ChanceLayout | None = None) -> Prepared:
     """Checks the call once and prepares the tree (module docstring).
 
-    ``noise``: ``(dirichlet_fraction, dirichlet_alpha)`` to mix into the root
-    prior (skipped when the fraction is a concrete 0), or ``None`` (no noise, and
+    ``noise``: ``(dirichlet_fraction, dirichlet_alpha, draw)`` to mix into the
+    root prior (``draw``: ``[B, A]`` given noise, or ``None`` to draw per tree;
+    skipped when the fraction is a concrete 0; :func:`jaxpuct.roots.root_noise`),
+    or ``None`` (no noise, and
     a continued tree keeps its root prior); ``root_prior``: ``[B, A]`` the
     caller's own prior to select with at the root instead (shape checked).
     ``chance``: the :class:`jaxpuct.tree.ChanceLayout` of a search with chance
@@ -180,12 +182,12 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
     # network prior or its noised mix, also in a continued tree; without, a
     # continued tree keeps the root prior it has.
     if noise is not None:
-        fraction, alpha = noise
+        fraction, alpha, draw = noise
         root_prior = prior
         if validation.concrete_value(fraction) is None or fraction != 0:
             width = num_actions if chance is None else chance.num_actions
-            noised = dirichlet_noise(noise_keys, prior[:, :width], legal[:, :width],
-                                     jnp.clip(fraction, 0.0, 1.0), alpha)
+            noised = root_noise(noise_keys, prior[:, :width], legal[:, :width],
+                                jnp.clip(fraction, 0.0, 1.0), alpha, draw)
             root_prior = jnp.pad(noised, ((0, 0), (0, num_actions - width)))
     prepared = prepare_tree(root, num_simulations, max_nodes=max_nodes,
                             invalid_actions=invalid_actions, root_prior=root_prior,

@@ -48,6 +48,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import validation
 from jaxpuct.numerics import gather_rows
 from jaxpuct.tree import UNEXPANDED, NodeData, Tree, edge_qvalues, link_children, store_nodes
 
@@ -106,7 +107,11 @@ class GraphConfig:
 def state_hash(config: GraphConfig, output: Any, embedding: Any, what: str) -> chex.Array:
     """``[B, 2]`` uint32 hash of a state, from ``hash_fn`` or the output's field."""
     if config.hash_fn is not None:
-        return jnp.asarray(config.hash_fn(embedding)).astype(jnp.uint32)
+        # Not cast: an int32 or float "hash" is a mistake to report, not to hide.
+        value = jnp.asarray(config.hash_fn(embedding))
+        batch_size = jax.tree.leaves(embedding)[0].shape[0]
+        validation.check_hash(f"GraphConfig.hash_fn({what} embedding)", value, batch_size)
+        return value
     value = getattr(output, "state_hash", None)
     if value is None:
         raise ValueError(

@@ -8,11 +8,17 @@ and reads it off
 (shapes only, with ``jax.eval_shape``). Only the tree is counted: the network's activations, the
 optimiser state, a replay buffer and XLA's temporaries need their own share of
 memory (pass ``fraction < 1`` to keep it free).
+
+:func:`check_trees_fit` runs when a search builds new trees (at trace time, before
+anything is compiled): where the device's memory is known it raises a ``ValueError``
+for trees that cannot fit, instead of a compilation that ends in XLA's
+``RESOURCE_EXHAUSTED``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -20,11 +26,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpuct.graph import GraphConfig
-from jaxpuct.roots import init_tree
+from jaxpuct.roots import new_tree
 from jaxpuct.tree import Tree
 from jaxpuct.types import RootFnOutput
 
-__all__ = ["GIB", "TreeMemory", "tree_memory", "trees_that_fit"]
+__all__ = ["GIB", "TreeMemory", "check_trees_fit", "device_memory_bytes", "tree_memory",
+           "trees_that_fit"]
 
 GIB = 1 << 30
 
@@ -66,7 +73,8 @@ def _one_tree(num_actions: int, max_nodes: int, embedding: Any,
         embedding=embedding,
         state_hash=None if graph is None else jnp.zeros((1, 2), jnp.uint32),
     )
-    return init_tree(root, max_nodes, graph=graph)
+    # new_tree, not init_tree: init_tree's checks call check_trees_fit, which calls this.
+    return new_tree(root, max_nodes, None, None, graph)
 
 
 def tree_memory(num_actions: int, max_nodes: int, *, embedding: Any = None,
@@ -121,3 +129,69 @@ def trees_that_fit(device_bytes: int, num_actions: int, max_nodes: int, *,
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
     memory = tree_memory(num_actions, max_nodes, embedding=embedding, graph=graph)
     return int(fraction * device_bytes) // memory.bytes_per_tree
+
+
+def device_memory_bytes() -> int | None:
+    """Memory the search may use on the devices, in bytes, or ``None`` where unknown.
+
+    The ``bytes_limit`` of ``jax.devices()[0].memory_stats()`` (GPUs and TPUs
+    report it; the CPU backend usually reports nothing) times the number of
+    devices, since ``jax.jit`` may shard a batch of trees over all of them.
+    """
+    try:
+        stats = jax.devices()[0].memory_stats()
+    except Exception:  # noqa: BLE001 - a backend without memory statistics
+        return None
+    limit = (stats or {}).get("bytes_limit")
+    return None if not limit else int(limit) * jax.device_count()
+
+
+@functools.lru_cache(maxsize=256)
+def _bytes_per_tree(num_actions: int, max_nodes: int, embedding: tuple,
+                    graph: GraphConfig | None) -> int:
+    """:func:`tree_memory`'s ``bytes_per_tree``, cached (a search is traced often);
+    ``embedding``: ``(treedef, ((shape, dtype), ...))`` of one state."""
+    treedef, leaves = embedding
+    spec = jax.tree.unflatten(treedef, [jax.ShapeDtypeStruct(shape, dtype)
+                                        for shape, dtype in leaves])
+    return tree_memory(num_actions, max_nodes, embedding=spec, graph=graph).bytes_per_tree
+
+
+def check_trees_fit(batch_size: int, num_actions: int, max_nodes: int, *,
+                    embedding: Any = None, graph: GraphConfig | None = None,
+                    device_bytes: int | None = None) -> None:
+    """Raises ``ValueError`` when ``batch_size`` trees cannot fit in device memory.
+
+    Only the trees are counted (see the module docstring), so a search that
+    passes may still run out of memory; one that fails here cannot run.
+
+    Args:
+      batch_size: ``B``.
+      num_actions, max_nodes, embedding, graph: as in :func:`tree_memory`
+        (``embedding``: one state, without the batch axis).
+      device_bytes: the memory to fit in; default :func:`device_memory_bytes`.
+        Where it is unknown (``None``, as on CPU) nothing is checked.
+
+    Raises:
+      ValueError: saying how many bytes the trees need, the memory available, and
+        the largest batch that fits (:func:`trees_that_fit`).
+    """
+    if device_bytes is None:
+        device_bytes = device_memory_bytes()
+    if device_bytes is None:
+        return
+    flat, treedef = jax.tree.flatten(jax.ShapeDtypeStruct((0,), jnp.int8)
+                                     if embedding is None else embedding)
+    leaves = tuple((tuple(x.shape), np.dtype(x.dtype)) for x in flat)
+    per_tree = _bytes_per_tree(num_actions, max_nodes, (treedef, leaves), graph)
+    need = batch_size * per_tree
+    if need <= device_bytes:
+        return
+    raise ValueError(
+        f"the search trees need {need:,} bytes ({need / GIB:.1f} GiB: B={batch_size} trees "
+        f"of max_nodes={max_nodes} slots and {num_actions} actions, {per_tree:,} bytes "
+        f"each), more than the {device_bytes:,} bytes of device memory. Lower max_nodes "
+        "(default num_simulations + 1) or the batch size: "
+        "jaxpuct.memory.trees_that_fit(device_bytes, num_actions, max_nodes, "
+        f"embedding=...) gives the largest batch that fits ({device_bytes // per_tree} "
+        "here).")

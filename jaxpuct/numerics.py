@@ -45,29 +45,48 @@ def normalize(weights: chex.Array) -> chex.Array:
     return jnp.where(total > 0, weights / jnp.maximum(total, WEIGHT_FLOOR), 0.0)
 
 
+def is_masked_logit(logits: chex.Array) -> chex.Array:
+    """``[B, A]`` bool: the logit masks its action (``-inf`` or ``<= finfo(dtype).min``).
+
+    NaN is not a mask (it is a diverged network, see :func:`prior_and_legal`).
+    Integer logits mask nothing.
+    """
+    logits = jnp.asarray(logits)
+    if not jnp.issubdtype(logits.dtype, jnp.floating):
+        return jnp.zeros(logits.shape, jnp.bool_)
+    return logits <= jnp.finfo(logits.dtype).min
+
+
 def prior_and_legal(logits: chex.Array, legal: chex.Array) -> tuple[chex.Array, chex.Array]:
     """The prior ``[B, A]`` and the legal mask ``[B, A]`` the search uses.
 
-    * A legal action whose logit is ``-inf`` has probability zero and becomes
-      illegal: this is how mctx users mask moves inside the tree, where mctx
-      has no legal mask, so such a move is never searched nor played.
+    * A legal action whose logit is ``-inf`` or the lowest finite number of
+      its dtype (``jnp.finfo(logits.dtype).min``) has probability zero and
+      becomes illegal: these are the two ways mctx users mask moves inside the
+      tree, where mctx has no legal mask (mctx masks ``invalid_actions`` with
+      ``finfo.min``, and so does pgx's AlphaZero example), so such a move is
+      never searched nor played.
     * A row where a legal action's logit is NaN or ``+inf`` (a diverged
-      network), or where every legal logit is ``-inf``, gets the uniform
-      distribution over its legal actions, and its mask is kept.
+      network), or where every legal logit is masked so (``-inf`` or
+      ``finfo.min``), gets the uniform distribution over its legal actions,
+      and its mask is kept.
     * A row with no legal action gets all zeros.
 
     Args:
-      logits: ``[B, A]`` policy logits.
+      logits: ``[B, A]`` policy logits, any float dtype.
       legal: ``[B, A]`` bool.
 
     Returns:
       ``(prior [B, A] float32, legal [B, A] bool)``.
     """
+    # Compared in the input dtype: bfloat16's minimum is above float32's, and
+    # float64's becomes -inf in float32, so the cast would hide either.
+    masked = is_masked_logit(logits)
     logits = logits.astype(jnp.float32)
     legal = legal.astype(jnp.bool_)
     diverged = jnp.any(legal & (jnp.isnan(logits) | (logits == jnp.inf)), axis=-1,
                        keepdims=True)
-    possible = legal & (logits > -jnp.inf)
+    possible = legal & ~masked
     fallback = diverged | ~jnp.any(possible, axis=-1, keepdims=True)
     legal = jnp.where(fallback, legal, possible)
     logits = jnp.where(fallback, 0.0, logits)

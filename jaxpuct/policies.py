@@ -43,6 +43,7 @@ def alphazero_policy(
     selection: PUCTConfig | SelectionRule = PUCTConfig(),
     dirichlet_fraction: chex.Numeric = 0.25,
     dirichlet_alpha: chex.Numeric = 0.3,
+    dirichlet: chex.Array | None = None,
     temperature: chex.Numeric = 1.0,
     value_weighted: bool = False,
     tree: Tree | None = None,
@@ -73,6 +74,9 @@ def alphazero_policy(
         disables). A traced value outside [0, 1] is clipped to it.
       dirichlet_alpha: root noise concentration α (> 0). A traced value <= 0
         gives uniform noise.
+      dirichlet: optional ``[B, A]`` noise probabilities to mix in instead of
+        drawing them (e.g. mctx's draw, to check a port exactly); see
+        :func:`jaxpuct.roots.root_noise`. Ignored when ``dirichlet_fraction == 0``.
       temperature: τ >= 0 for the move and the target ``N^(1/τ)``; 0 is argmax.
         A scalar or ``[B]``; it may be traced, and a traced τ < 0 acts as 0.
         Run under ``jax.experimental.checkify.checkify`` to get an error for
@@ -114,7 +118,7 @@ def alphazero_policy(
     rule = frame.selection_rule(selection, options)
     prepared = frame.prepare(root, rng_key, num_simulations, invalid_actions, options,
                              tree=tree, max_nodes=max_nodes, graph=graph,
-                             noise=(dirichlet_fraction, dirichlet_alpha))
+                             noise=(dirichlet_fraction, dirichlet_alpha, dirichlet))
     expander = RecurrentExpander(recurrent_fn, prepared.tree.num_actions, prepared.tree.graph)
     search_tree, _ = frame.search(params, prepared, expander, rule, options)
 

@@ -22,7 +22,7 @@ from jaxpuct import graph as graph_lib
 from jaxpuct import validation
 from jaxpuct.extensions import Extension
 from jaxpuct.graph import GraphConfig
-from jaxpuct.numerics import finite_or_zero, prior_and_legal
+from jaxpuct.numerics import finite_or_zero, masked_softmax, prior_and_legal
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 
 
@@ -56,6 +56,7 @@ def check_init_args(root: Any, max_nodes: int, root_prior: chex.Array | None,
     if invalid_actions is not None:
         validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
+    validation.check_trees_fit_device(root, max_nodes, graph)
     return batch_size, num_actions
 
 
@@ -235,3 +236,23 @@ def dirichlet_noise(
     count = jnp.maximum(jnp.sum(legal, axis=-1, keepdims=True), 1)
     noise = jnp.where(total > 0, gammas / jnp.where(total > 0, total, 1.0), legal / count)
     return (1.0 - fraction) * prior + fraction * noise
+
+
+def root_noise(rng_keys: chex.Array, prior: chex.Array, legal: chex.Array,
+               fraction: chex.Numeric, alpha: chex.Numeric,
+               noise: chex.Array | None = None) -> chex.Array:
+    """The root prior ``[B, A]`` to select with: ``prior [B, A]`` mixed with
+    Dirichlet noise drawn per tree (:func:`dirichlet_noise`, over ``legal [B, A]``),
+    or with the given ``noise [B, A]`` probabilities.
+
+    Given noise is mixed as ``mctx.muzero_policy`` mixes its own draw,
+    ``(1 - fraction) * prior + fraction * noise``, and made a prior the way mctx
+    makes one from the result: the softmax of ``log(max(p, tiny))``, here over the
+    legal actions. So ``noise = jax.random.dirichlet(jax.random.split(key, 3)[1],
+    jnp.full([A], alpha), (B,))`` reproduces mctx's root prior for ``key``.
+    """
+    if noise is None:
+        return dirichlet_noise(rng_keys, prior, legal, fraction, alpha)
+    validation.check_shape("dirichlet", noise, prior.shape)
+    mixed = (1 - fraction) * prior + fraction * jnp.asarray(noise, jnp.float32)
+    return masked_softmax(jnp.log(jnp.maximum(mixed, jnp.finfo(jnp.float32).tiny)), legal)

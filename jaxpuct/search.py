@@ -5,9 +5,11 @@ backups: :mod:`jaxpuct.backup`, :mod:`jaxpuct.graph`; several leaves per step:
 :mod:`jaxpuct.virtual_loss`); the checks, keys and tree preparation are the
 policies' shared frame (:mod:`jaxpuct.frame`).
 
-Reverse-mode differentiation through a search is not supported (its loops are
-``lax.while_loop`` s): treat a search's outputs as targets, under
-``jax.lax.stop_gradient``.
+Gradients: reverse-mode ``jax.grad`` through a search is unsupported (as in mctx):
+the loops are ``lax.while_loop`` s, and JAX raises "Reverse-mode differentiation
+does not work for lax.while_loop". Differentiate a loss on the search's outputs
+under ``jax.lax.stop_gradient`` (the training targets), or pass
+``jax.lax.stop_gradient(params)`` to the search; see docs/guide/your_network.md.
 """
 
 from __future__ import annotations

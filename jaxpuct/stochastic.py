@@ -653,7 +653,7 @@ def stochastic_policy(
                  second_moment=final_move == "lcb")
     search_tree, _, prepared = _stochastic_call(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
-        invalid_actions, call, tree, (dirichlet_fraction, dirichlet_alpha), None)
+        invalid_actions, call, tree, (dirichlet_fraction, dirichlet_alpha, None), None)
     num_actions = search_tree.chance.num_actions
     counts = search_tree.edge_visits[:, Tree.ROOT_INDEX, :num_actions]
     legal = prepared.legal[:, :num_actions]

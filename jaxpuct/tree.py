@@ -163,7 +163,14 @@ class Tree:
 
     def summary(self) -> SearchSummary:
         """Root statistics: visit counts ``[B, A]``, their normalisation, ``Q(root)``
-        ``[B]`` and ``Q(root, a)`` ``[B, A]``."""
+        ``[B]`` and ``Q(root, a)`` ``[B, A]``.
+
+        A tree with extra leading axes (returned by ``jax.vmap`` over a policy:
+        ``[V, B, N, A]`` edge arrays) gives one summary per batch, ``[V, B, A]``.
+        """
+        if self.children_index.ndim > 3:
+            # Every leaf carries the extra axes (vmap maps them all): map them off.
+            return jax.vmap(Tree.summary)(self)
         root = jnp.full((self.batch_size,), self.ROOT_INDEX, jnp.int32)
         counts = self.edge_visits[:, self.ROOT_INDEX]
         total = jnp.sum(counts, axis=-1, keepdims=True)

@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from jaxpuct.tree import Tree
+
 # Salt that derives the batch-shared key from the first per-element key, so the
 # shared stream differs from element 0's own stream.
 SHARED_KEY_SALT = 0x5EED
@@ -125,6 +127,10 @@ def check_root(root: Any) -> tuple[int, int]:
         got = None if logits is None else list(getattr(logits, "shape", ()))
         raise ValueError(f"root.prior_logits must have shape [B, num_actions], got {got}.")
     batch_size, num_actions = logits.shape
+    if batch_size < 1:
+        # Caught here: B = 0 would otherwise fail deep inside a reduction of jax.numpy.
+        raise ValueError("root.prior_logits must have a batch size B >= 1, got "
+                         f"B={batch_size} (shape {list(logits.shape)}).")
     if num_actions < 1:
         raise ValueError(f"root.prior_logits must have num_actions >= 1, got {num_actions}.")
     check_shape("root.value", getattr(root, "value", None), (batch_size,))
@@ -138,12 +144,64 @@ def check_root(root: Any) -> tuple[int, int]:
     return batch_size, num_actions
 
 
+# What a reader of a finished tree (``visualize.to_dot``) needs; a duck-typed tree
+# with these (e.g. a wrapper adding a ``proven`` field) is read like a Tree.
+_TREE_FIELDS = ("batch_size", "num_actions", "children_index", "children_prior",
+                "edge_visits", "node_visits", "node_values", "num_nodes")
+
+
+def check_tree_object(name: str, tree: Any, *, allow_none: bool = False,
+                      structural: bool = False, concrete: bool = False) -> None:
+    """``tree`` is a ``jaxpuct.Tree`` (``None`` when allowed), else a ValueError that
+    says what was given and what to pass instead.
+
+    Other objects fail here rather than later with a bare ``AttributeError``: mctx's
+    tree shares field names (``children_index``) but not the layout, and a
+    ``PolicyOutput`` holds the tree in ``.search_tree``.
+
+    Args:
+      name: the argument's name, for the message.
+      tree: the object given.
+      allow_none: ``None`` passes.
+      structural: accept any object with the fields of a ``Tree`` that readers use
+        (``_TREE_FIELDS``), not only ``Tree`` instances.
+      concrete: the arrays must be readable on the host, not traced (``jax.jit``).
+    """
+    if tree is None and allow_none:
+        return
+    is_tree = isinstance(tree, Tree) or (
+        structural and all(hasattr(tree, field) for field in _TREE_FIELDS))
+    if not is_tree:
+        cls = type(tree)
+        module = cls.__module__.split(".")[0]
+        got = (cls.__name__ if module in ("builtins", "jaxpuct", "__main__")
+               else f"{module}.{cls.__name__}")
+        if module == "mctx" and hasattr(tree, "search_tree"):
+            hint = "; jaxpuct reads only its own trees (search with jaxpuct)"
+        elif module == "mctx":
+            hint = ("; jaxpuct continues only its own trees: search from the root with "
+                    "jaxpuct (pass root=, not tree=)")
+        elif hasattr(tree, "search_tree"):
+            hint = f"; pass its .search_tree ({name}=policy_output.search_tree)"
+        else:
+            hint = ""
+        raise ValueError(f"{name} must be a jaxpuct.Tree, got {got}{hint}.")
+    if concrete and any(isinstance(getattr(tree, field), jax.core.Tracer)
+                        for field in ("children_index", "num_nodes")):
+        raise ValueError(f"{name} must hold concrete arrays, got traced ones (inside "
+                         "jax.jit, vmap or grad): call this on the tree a jitted function "
+                         "returned, outside the transformation.")
+
+
 def check_tree_fits(name: str, tree: Any, batch_size: int | None,
                     num_actions: int | None) -> None:
     """A given ``tree`` has the batch size and action count of the rest of the call."""
-    index = getattr(tree, "children_index", None)
-    if getattr(index, "ndim", None) != 3:
-        raise ValueError(f"{name} must be a jaxpuct Tree, got {type(tree).__name__}.")
+    check_tree_object(name, tree)
+    index = tree.children_index
+    if index.ndim != 3:
+        raise ValueError(f"{name}.children_index must have shape [B, N, A], got "
+                         f"{list(index.shape)} (a tree with extra leading axes, from "
+                         "jax.vmap, is used under the same vmap).")
     tree_batch, _, tree_actions = index.shape
     if batch_size is not None and tree_batch != batch_size:
         raise ValueError(f"{name} has batch size {tree_batch}, but the call has "
@@ -185,6 +243,19 @@ def check_continued_tree(tree: Any, root: Any, max_nodes: int | None,
     return batch_size, num_actions
 
 
+def check_trees_fit_device(root: Any, max_nodes: int, graph: Any) -> None:
+    """New trees for ``root`` with ``max_nodes`` slots fit in device memory, where its
+    size is known (see :func:`jaxpuct.memory.check_trees_fit`)."""
+    # Imported here: jaxpuct.memory builds trees with jaxpuct.roots, which imports
+    # this module, and ``import jaxpuct`` leaves jaxpuct.memory unloaded.
+    from jaxpuct.memory import check_trees_fit
+
+    batch_size, num_actions = root.prior_logits.shape
+    state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype),
+                         root.embedding)
+    check_trees_fit(batch_size, num_actions, max_nodes, embedding=state, graph=graph)
+
+
 def check_batched_pytree(name: str, tree: Any, batch_size: int) -> None:
     """Every leaf of ``tree`` has leading dimension ``batch_size``."""
     leaves = jax.tree_util.tree_leaves_with_path(tree)
@@ -218,6 +289,15 @@ def unpack_recurrent_result(result: Any) -> tuple[Any, Any]:
 def check_recurrent_output(output: Any, embedding: Any, batch_size: int,
                            num_actions: int, embedding_like: Any) -> None:
     """Checks what ``recurrent_fn`` returned against the root's shapes and dtypes."""
+    missing = [f for f in ("reward", "discount", "prior_logits", "value")
+               if not hasattr(output, f)]
+    if missing:
+        keys = f" with keys {sorted(output)}" if isinstance(output, dict) else ""
+        raise ValueError(f"recurrent_fn output .{missing[0]} is missing: recurrent_fn must "
+                         "return (RecurrentFnOutput, new_embedding) with a "
+                         "jaxpuct.RecurrentFnOutput or mctx.RecurrentFnOutput first (reward "
+                         f"[B]=[{batch_size}], discount, prior_logits, value), got "
+                         f"{type(output).__name__}{keys}.")
     for field in ("reward", "discount", "value"):
         check_shape(f"recurrent_fn output .{field}", getattr(output, field, None),
                     (batch_size,))

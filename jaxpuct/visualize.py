@@ -36,6 +36,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxpuct import validation
+
 __all__ = ["render", "to_dot"]
 
 _FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
@@ -197,8 +199,12 @@ def to_dot(tree: Any, index: int = 0, *, action_labels: Sequence[str] | None = N
 
     Raises:
       ValueError: naming the argument, for an ``index`` out of range, labels of
-        the wrong length, or a negative depth, ``top_k < 1`` or ``min_visits < 0``.
+        the wrong length, or a negative depth, ``top_k < 1`` or ``min_visits < 0``;
+        for an object that is not a tree (a ``PolicyOutput``: pass its
+        ``.search_tree``; an mctx tree) or a tree traced under ``jax.jit`` (the
+        picture is made on the host: call it on the tree the jitted function returns).
     """
+    validation.check_tree_object("tree", tree, structural=True, concrete=True)
     batch_size, num_actions = tree.batch_size, tree.num_actions
     index = _check_index("index", index, 0, batch_size)
     if max_depth is not None:

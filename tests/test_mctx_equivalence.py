@@ -169,6 +169,48 @@ def test_equal_to_plain_mctx_at_the_root():
     assert len({tuple(c) for c in np.asarray(t.visit_counts)}) > B // 2
 
 
+def _mctx_dirichlet(key, alpha=0.3):
+    """mctx.muzero_policy's root noise for ``key``: its second of three keys."""
+    return jax.random.dirichlet(jax.random.split(key, 3)[1], jnp.full([A_ROOT], alpha), (B,))
+
+
+A_ROOT = sc.NUM_ACTIONS
+
+
+@sc.jit
+def _jaxpuct_policy_with_mctx_noise(forest, roots, key):
+    return jaxpuct.alphazero_policy(
+        forest, key, _mctx_root(forest, roots), _mctx_recurrent_fn, SIMS,
+        selection=jaxpuct.PUCTConfig.mctx_muzero(), dirichlet_fraction=0.25,
+        dirichlet_alpha=0.3, dirichlet=_mctx_dirichlet(key), temperature=1.0)
+
+
+def test_equal_to_mctx_with_its_default_noise_given_its_draw(monkeypatch):
+    """``dirichlet=`` takes mctx's draw: the trees are then equal with mctx's default
+    root noise (fraction 0.25, alpha 0.3) as they are without noise."""
+    _no_mctx_tie_noise(monkeypatch)
+    forest, roots = _all_legal_forest(range(200, 200 + B))
+    key = jax.random.PRNGKey(5)
+
+    def mctx_noised(forest, roots, key):
+        return mctx.muzero_policy(forest, key, _mctx_root(forest, roots), _mctx_recurrent_fn,
+                                  SIMS, temperature=1.0)  # default noise
+
+    theirs = sc.jit(mctx_noised)(forest, roots, key)
+    ours = _jaxpuct_policy_with_mctx_noise(forest, roots, key)
+    assert ours.search_tree.num_actions == A_ROOT
+    # The noised root prior: the same formula as mctx's, to float32 rounding (the two
+    # programs fuse it differently, which may move the last bit).
+    np.testing.assert_allclose(
+        ours.search_tree.root_prior,
+        jax.nn.softmax(theirs.search_tree.children_prior_logits[:, 0]), rtol=1e-6)
+    _assert_same_trees(ours, theirs)
+    # Not vacuous: without the draw (each tree's own noise) the searches differ.
+    own = _jaxpuct_policy(forest, roots, key)
+    assert not np.array_equal(np.asarray(own.search_tree.summary().visit_counts),
+                              np.asarray(theirs.search_tree.summary().visit_counts))
+
+
 def test_mctx_tie_noise_is_what_differs():
     """Without the patch, the tie-heavy games of the first test do differ: the patch
     is needed, and the first test is not comparing mctx with itself."""

@@ -92,3 +92,45 @@ def test_the_table_in_docs_scaling_is_what_the_calculator_says():
         assert f"{memory.bytes_per_tree / 2**20:.2f}" == mib
         assert [trees_that_fit(g * GIB, a, n, **kwargs) for g in (16, 80, 141)] == \
             [int(f) for f in fits]
+
+
+# ------------------------------------------------------------------ trees that cannot fit
+
+
+def test_check_trees_fit_raises_with_the_bytes_needed_and_the_batch_that_fits():
+    from jaxpuct.memory import check_trees_fit
+
+    per_tree = tree_memory(3, 7).bytes_per_tree
+    check_trees_fit(4, 3, 7, device_bytes=4 * per_tree)  # exactly fits
+    with pytest.raises(ValueError) as info:
+        check_trees_fit(5, 3, 7, device_bytes=4 * per_tree)
+    message = str(info.value)
+    for word in (f"{5 * per_tree:,} bytes", "B=5", "max_nodes=7", f"{4 * per_tree:,} bytes",
+                 "jaxpuct.memory.trees_that_fit", "(4 here)"):
+        assert word in message, (word, message)
+    assert trees_that_fit(4 * per_tree, 3, 7) == 4
+
+
+def test_check_trees_fit_does_nothing_where_the_memory_is_unknown(monkeypatch):
+    from jaxpuct import memory
+
+    monkeypatch.setattr(memory, "device_memory_bytes", lambda: None)
+    memory.check_trees_fit(10**6, 362, 10**6)
+
+
+def test_a_search_too_big_for_the_device_fails_before_compiling(monkeypatch):
+    from jaxpuct import memory
+
+    # An 80 GiB device (the figure is injected: on CPU the memory is unknown).
+    monkeypatch.setattr(memory, "device_memory_bytes", lambda: 80 * GIB)
+    root = jaxpuct.RootFnOutput(prior_logits=jnp.zeros((2, 3)), value=jnp.zeros(2),
+                                embedding=jnp.zeros((2,), jnp.int32))
+
+    def recurrent_fn(params, key, action, state):
+        raise AssertionError("never traced: the check comes first")
+
+    with pytest.raises(ValueError, match=r"need [\d,]+ bytes .*max_nodes=1000000001"):
+        jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), root, recurrent_fn, 10**9)
+    # What fits is searched as before.
+    monkeypatch.setattr(memory, "device_memory_bytes", lambda: GIB)
+    jaxpuct.init_tree(root, 100)

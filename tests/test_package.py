@@ -20,6 +20,24 @@ def test_import_jaxpuct_loads_no_training_game_or_plotting_library():
     assert out.stdout.strip() == "[]"
 
 
+def test_subpackages_are_attributes_loaded_on_first_use():
+    code = ("import sys, jaxpuct\n"
+            "subs = ('alphazero', 'envs', 'memory', 'testing', 'visualize')\n"
+            "print(sorted(s for s in subs if 'jaxpuct.' + s in sys.modules))\n"
+            "print(callable(jaxpuct.testing.check_tree), 'jaxpuct.testing' in sys.modules)\n"
+            "print(callable(jaxpuct.memory.trees_that_fit), callable(jaxpuct.visualize.to_dot))\n"
+            "print(jaxpuct.envs.__name__, 'testing' in dir(jaxpuct))\n"
+            "try:\n"
+            "    jaxpuct.no_such_name\n"
+            "except AttributeError as err:\n"
+            "    print(err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines() == [
+        "[]", "True True", "True True", "jaxpuct.envs True",
+        "module 'jaxpuct' has no attribute 'no_such_name'"]
+
+
 def test_every_public_name_is_exported_and_documented():
     for name in jaxpuct.__all__:
         obj = getattr(jaxpuct, name)

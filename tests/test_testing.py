@@ -280,3 +280,100 @@ def test_pure_search_on_pgx_tictactoe_conforms():
     np.testing.assert_array_equal(np.asarray(root.value), 0.0)
     report = jt.check_recurrent_fn(recurrent_fn, None, root, num_steps=2)
     assert report.has_state_hash and report.has_terminal
+
+
+# ------------------------------------------------------------------ conformance: a tiny game
+
+
+def _counter_fn(dtype=jnp.float32, with_mask=True, hash_of=None):
+    """A two-element counter game; outputs in ``dtype``, optional mask and hash."""
+
+    def fn(params, key, action, state):
+        del params, key
+        new = state * 3 + action.astype(state.dtype) + 1
+        batch = action.shape[0]
+        out = jaxpuct.RecurrentFnOutput(
+            reward=jnp.zeros(batch, dtype), discount=jnp.ones(batch, dtype),
+            prior_logits=jnp.zeros((batch, 3), dtype), value=jnp.zeros(batch, dtype),
+            legal_action_mask=jnp.ones((batch, 3), bool) if with_mask else None,
+            state_hash=None if hash_of is None else hash_of(new))
+        return out, new
+
+    return fn
+
+
+def _counter_root(dtype=jnp.float32, hash_of=None, batch=2):
+    state = jnp.arange(batch, dtype=jnp.int32)
+    return jaxpuct.RootFnOutput(
+        prior_logits=jnp.zeros((batch, 3), dtype), value=jnp.zeros(batch, dtype),
+        embedding=state, state_hash=None if hash_of is None else hash_of(state))
+
+
+def _good_hash(state):
+    return jnp.stack([state, state // 7], axis=-1).astype(jnp.uint32)
+
+
+def _zero_hash(state):
+    return jnp.zeros((state.shape[0], 2), jnp.uint32)
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_conformance_accepts_low_precision_outputs_as_the_search_does(dtype):
+    report = jt.check_recurrent_fn(_counter_fn(dtype), None, _counter_root(dtype),
+                                   num_steps=2)
+    assert report.num_steps == 2
+    # The search takes the same outputs.
+    tree = jaxpuct.search(None, jax.random.PRNGKey(0), _counter_root(dtype), _counter_fn(dtype),
+                          4)
+    assert int(tree.num_nodes[0]) == 5
+
+
+def test_conformance_with_no_step_reads_the_optional_fields_from_the_output():
+    with_mask = jt.check_recurrent_fn(_counter_fn(), None, _counter_root(), num_steps=0)
+    assert with_mask.num_steps == 0 and with_mask.has_legal_mask
+    assert not with_mask.has_terminal
+    without = jt.check_recurrent_fn(_counter_fn(with_mask=False), None, _counter_root(),
+                                    num_steps=0)
+    assert not without.has_legal_mask
+
+
+def test_conformance_rejects_a_constant_state_hash():
+    with pytest.raises(jt.ConformanceError, match="did not change") as info:
+        jt.check_recurrent_fn(_counter_fn(hash_of=_zero_hash), None,
+                              _counter_root(hash_of=_zero_hash), num_steps=2)
+    assert (info.value.field, info.value.check) == ("state_hash", "hash")
+    # The same through GraphConfig.hash_fn.
+    with pytest.raises(jt.ConformanceError, match="did not change") as info:
+        jt.check_recurrent_fn(_counter_fn(), None, _counter_root(), num_steps=2,
+                              hash_fn=_zero_hash)
+    assert (info.value.field, info.value.check) == ("hash_fn", "hash")
+    report = jt.check_recurrent_fn(_counter_fn(hash_of=_good_hash), None,
+                                   _counter_root(hash_of=_good_hash), num_steps=2,
+                                   hash_fn=_good_hash)
+    assert report.warnings == ()
+
+
+def test_conformance_warns_about_one_move_that_keeps_the_hash():
+    def sticky_hash(state):  # state 1 -> child 4 share a hash (4 // 3 == 1)
+        return jnp.stack([jnp.where(state == 4, 1, state), state * 0], -1).astype(jnp.uint32)
+
+    fn = _counter_fn(hash_of=sticky_hash)
+    root = _counter_root(hash_of=sticky_hash)
+    with pytest.warns(jt.ConformanceWarning, match="did not change with action"):
+        report = jt.check_recurrent_fn(fn, None, root, num_steps=1, seed=_seed_playing(1, 0))
+    assert any("state hash" in w for w in report.warnings)
+
+
+def _seed_playing(element, action):
+    """A seed whose first random move (no root mask: uniform integers) gives
+    ``element`` the ``action``."""
+    for seed in range(100):
+        if int(np.random.default_rng(seed).integers(0, 3, 2)[element]) == action:
+            return seed
+    raise AssertionError("no seed found")
+
+
+def test_conformance_rejects_batch_size_zero():
+    with pytest.raises(jt.ConformanceError, match="B = 0") as info:
+        jt.check_recurrent_fn(_counter_fn(), None, _counter_root(batch=0))
+    assert info.value.field == "prior_logits"

@@ -149,6 +149,16 @@ BAD_CALLS = [
         _OTHER_ACTIONS_TREE, jnp.zeros(B, int), _root()), ["tree", "actions"]),
     ("embedding dtype changes", lambda: _policy(recurrent_fn=_float_embedding),
      ["embedding", "int32", "float32"]),
+    ("batch size 0", lambda: _policy(root=_root(batch=0)), ["root.prior_logits", "B >= 1",
+                                                             "B=0"]),
+    ("gumbel: batch size 0", lambda: jaxpuct.gumbel_policy(
+        None, jax.random.PRNGKey(0), _root(batch=0), _bandit_recurrent_fn, 4), ["B=0"]),
+    ("init_tree: batch size 0", lambda: jaxpuct.init_tree(_root(batch=0), 4), ["B=0"]),
+    ("int32 hash from GraphConfig.hash_fn", lambda: _policy(graph=jaxpuct.GraphConfig(
+        hash_fn=lambda e: jnp.stack([e, e], -1))), ["GraphConfig.hash_fn", "uint32", "int32"]),
+    ("int32 state_hash of the root", lambda: _policy(
+        root=_root().replace(state_hash=jnp.zeros((B, 2), jnp.int32)),
+        graph=jaxpuct.GraphConfig()), ["root.state_hash", "uint32", "int32"]),
 ]
 
 
@@ -159,6 +169,15 @@ def test_bad_argument_raises_value_error_naming_it(call, words):
     message = str(info.value)
     for word in words:
         assert word in message, (word, message)
+
+
+def test_batch_size_zero_is_rejected_alike_by_the_search_and_check_recurrent_fn():
+    import jaxpuct.testing
+
+    with pytest.raises(ValueError, match="B=0"):
+        _policy(root=_root(batch=0))
+    with pytest.raises(jaxpuct.testing.ConformanceError, match="B = 0"):
+        jaxpuct.testing.check_recurrent_fn(_bandit_recurrent_fn, None, _root(batch=0))
 
 
 def test_tree_from_another_batch_size_without_root_names_the_batch_size_of_the_tree():
@@ -242,14 +261,14 @@ def test_search_runs_without_warnings_with_x64_enabled():
 
 
 def _numpy_prior_and_legal(logits: np.ndarray, legal: np.ndarray):
-    """Reference: -inf means probability 0 (and illegal); NaN/+inf of a legal action,
+    """Reference: -inf or finfo.min means probability 0 (and illegal); NaN/+inf of a legal action,
     or nothing finite left, means uniform over the legal actions."""
     prior = np.zeros(logits.shape, np.float64)
     new_legal = legal.copy()
     for b in range(logits.shape[0]):
         row, ok = logits[b], legal[b]
         diverged = np.any(ok & (np.isnan(row) | (row == np.inf)))
-        possible = ok & (row > -np.inf)
+        possible = ok & (row > np.finfo(row.dtype).min)
         if diverged or not possible.any():
             if ok.any():
                 prior[b, ok] = 1.0 / ok.sum()
@@ -266,11 +285,196 @@ _prior_and_legal = jax.jit(jaxpuct.numerics.prior_and_legal)
 def test_prior_and_legal_matches_numpy_on_random_rows_with_special_values():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(400, 5)).astype(np.float32) * 3
-    special = rng.choice([np.nan, np.inf, -np.inf, 0.0], size=logits.shape,
-                         p=[0.05, 0.05, 0.3, 0.6])
+    lowest = np.finfo(np.float32).min
+    special = rng.choice([np.nan, np.inf, -np.inf, lowest, 0.0], size=logits.shape,
+                         p=[0.05, 0.05, 0.15, 0.15, 0.6])
     logits = np.where(special != 0.0, special, logits).astype(np.float32)
     legal = rng.random(logits.shape) < 0.7
     prior, legal_out = (np.asarray(x) for x in _prior_and_legal(logits, legal))
     want_prior, want_legal = _numpy_prior_and_legal(logits, legal)
     np.testing.assert_allclose(prior, want_prior, atol=1e-6)
     np.testing.assert_array_equal(legal_out, want_legal)
+
+
+# --------------------------------------------------------------------------------------
+# finfo(dtype).min logits: the mask of mctx (``invalid_actions``) and of pgx's AlphaZero
+# example (``jnp.where(state.legal_action_mask, logits, jnp.finfo(logits.dtype).min)``)
+# --------------------------------------------------------------------------------------
+
+
+def _pgx_masked(logits, legal):
+    """pgx's AlphaZero example (examples/alphazero/train.py), verbatim."""
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(legal, logits, jnp.finfo(logits.dtype).min)
+
+
+def _pgx_style_recurrent_fn(params, rng_key, action, depth):
+    """mctx's output type (no legal mask): action 2 is masked by pgx's code path at
+    every node below the root and pays most; the other moves lose."""
+    del params, rng_key
+    batch = action.shape[0]
+    legal = jnp.tile(jnp.array([True, True, False]), (batch, 1))
+    out = jaxpuct.RecurrentFnOutput(
+        reward=jnp.where(action == 2, 1.0, -0.5), discount=jnp.ones(batch),
+        prior_logits=_pgx_masked(jnp.zeros((batch, A)), legal), value=jnp.full(batch, -0.5))
+    return out, depth + 1
+
+
+@jax.jit
+def _pgx_style_search(root_logits):
+    return jaxpuct.alphazero_policy(
+        None, jax.random.PRNGKey(3), _root(root_logits), _pgx_style_recurrent_fn, 16,
+        max_depth=3, dirichlet_fraction=0.0, temperature=1.0,
+        selection=jaxpuct.PUCTConfig.mctx_muzero())
+
+
+def test_finfo_min_logit_masks_like_minus_inf_at_the_root_and_below():
+    # The root masks action 0 the pgx way; below the root action 2 is masked.
+    legal = jnp.array([[False, True, True], [False, True, True]])
+    out = _pgx_style_search(_pgx_masked(jnp.array([[0.0, 1.0, 0.0], [3.0, 0.0, 0.0]]), legal))
+    tree = out.search_tree
+    children = np.asarray(tree.children_index)
+    np.testing.assert_array_equal(children[:, 0, 0], jaxpuct.ILLEGAL)
+    np.testing.assert_array_equal(np.asarray(tree.summary().visit_counts)[:, 0], 0)
+    np.testing.assert_array_equal(np.asarray(out.action_weights)[:, 0], 0.0)
+    assert np.all(np.asarray(out.action) != 0)
+    used = np.arange(tree.max_nodes)[None, :] < np.asarray(tree.num_nodes)[:, None]
+    interior = used & (np.arange(tree.max_nodes)[None, :] > 0) & ~np.asarray(tree.node_terminal)
+    assert interior.sum() > 2
+    assert np.all(children[interior][:, 2] == jaxpuct.ILLEGAL)
+    assert np.asarray(tree.edge_visits)[interior][:, 2].sum() == 0
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+def test_finfo_min_of_each_dtype_is_a_mask(dtype):
+    lowest = jnp.finfo(dtype).min
+    logits = jnp.array([[lowest, 0.0, 1.0], [lowest, lowest, lowest]], dtype)
+    legal = jnp.ones((2, 3), bool)
+    prior, legal_out = (np.asarray(x) for x in jaxpuct.numerics.prior_and_legal(logits, legal))
+    np.testing.assert_array_equal(legal_out, [[False, True, True], [True, True, True]])
+    assert prior[0, 0] == 0.0
+    # Every legal logit masked: uniform over the legal actions, as for -inf.
+    np.testing.assert_allclose(prior[1], [1 / 3] * 3)
+
+
+# --------------------------------------------------------------------------------------
+# Wrong objects: a PolicyOutput, an mctx tree, a dict from recurrent_fn, a traced tree
+# --------------------------------------------------------------------------------------
+
+
+def _mctx_tree():
+    """An mctx ``Tree`` of the jaxpuct tree's shapes (only its type matters here)."""
+    mctx = pytest.importorskip("mctx")
+    node, edge = jnp.zeros((B, 5)), jnp.zeros((B, 5, A))
+    return mctx.Tree(node_visits=node, raw_values=node, node_values=node, parents=node,
+                     action_from_parent=node, children_index=edge.astype(jnp.int32),
+                     children_prior_logits=edge, children_visits=edge, children_rewards=edge,
+                     children_discounts=edge, children_values=edge,
+                     embeddings=jnp.zeros((B, 5)), root_invalid_actions=jnp.zeros((B, A)),
+                     extra_data=None)
+
+
+def _dict_output(params, rng_key, action, embedding):
+    out, new = _bandit_recurrent_fn(params, rng_key, action, embedding)
+    return {"reward": out.reward, "discount": out.discount, "prior_logits": out.prior_logits,
+            "value": out.value}, new
+
+
+_KEY = jax.random.PRNGKey(0)
+_POLICY_OUTPUT = _policy()
+
+WRONG_OBJECTS = [
+    ("alphazero_policy(tree=mctx tree)", lambda: jaxpuct.alphazero_policy(
+        None, _KEY, None, _bandit_recurrent_fn, 4, tree=_mctx_tree()),
+     ["tree", "mctx.Tree", "jaxpuct continues only its own trees"]),
+    ("alphazero_policy(root, tree=mctx tree)", lambda: _policy(tree=_mctx_tree()),
+     ["mctx.Tree", "only its own trees"]),
+    ("gumbel_policy(tree=mctx tree)", lambda: jaxpuct.gumbel_policy(
+        None, _KEY, _root(), _bandit_recurrent_fn, 4, tree=_mctx_tree()), ["mctx.Tree"]),
+    ("search(tree=mctx tree)", lambda: jaxpuct.search(
+        None, _KEY, _root(), _bandit_recurrent_fn, 4, tree=_mctx_tree()), ["mctx.Tree"]),
+    ("subtree(mctx tree)", lambda: jaxpuct.subtree(_mctx_tree(), jnp.zeros(B, jnp.int32)),
+     ["mctx.Tree", "only its own trees"]),
+    ("subtree_path(mctx tree)", lambda: jaxpuct.subtree_path(
+        _mctx_tree(), jnp.zeros((B, 1), jnp.int32)), ["mctx.Tree"]),
+    ("subtree_or_init(mctx tree)", lambda: jaxpuct.subtree_or_init(
+        _mctx_tree(), jnp.zeros(B, jnp.int32), _root()), ["mctx.Tree"]),
+    ("subtree(policy output)", lambda: jaxpuct.subtree(_POLICY_OUTPUT, jnp.zeros(B, jnp.int32)),
+     ["PolicyOutput", ".search_tree"]),
+    ("to_dot(policy output)", lambda: __import__("jaxpuct.visualize").visualize.to_dot(
+        _POLICY_OUTPUT), ["tree", "PolicyOutput", ".search_tree"]),
+    ("to_dot under jit", lambda: jax.jit(
+        lambda t: len(__import__("jaxpuct.visualize").visualize.to_dot(t)))(
+        _POLICY_OUTPUT.search_tree), ["tree", "concrete", "jax.jit"]),
+    ("recurrent_fn returns a dict", lambda: _policy(recurrent_fn=_dict_output),
+     ["recurrent_fn", "RecurrentFnOutput", "dict", "'reward'"]),
+]
+
+
+@pytest.mark.parametrize("call,words", [c[1:] for c in WRONG_OBJECTS],
+                         ids=[c[0] for c in WRONG_OBJECTS])
+def test_wrong_object_raises_value_error_saying_what_was_expected(call, words):
+    with pytest.raises(ValueError) as info:
+        call()
+    message = str(info.value)
+    for word in words:
+        assert word in message, (word, message)
+
+
+# --------------------------------------------------------------------------------------
+# jax.vmap over a policy: the tree has an extra leading axis
+# --------------------------------------------------------------------------------------
+
+
+@jax.jit
+def _vmapped_policy(logits):
+    """``logits [V, B, A]``: V batches of B roots, searched under ``jax.vmap``."""
+    return jax.vmap(lambda row: jaxpuct.alphazero_policy(
+        None, jax.random.PRNGKey(0), _root(row), _bandit_recurrent_fn, 8,
+        dirichlet_fraction=0.0, temperature=0.0))(logits)
+
+
+def test_summary_of_a_vmapped_tree_is_one_summary_per_batch():
+    logits = jnp.array([[[0.0, 0.0, 0.0], [0.0, 3.0, 0.0]],
+                        [[0.0, 0.0, 3.0], [1.0, 0.0, 0.0]]])
+    tree = _vmapped_policy(logits).search_tree
+    summary = tree.summary()
+    assert summary.visit_counts.shape == (2, B, A) and summary.value.shape == (2, B)
+    for v in range(2):
+        one = jax.tree.map(lambda x, v=v: x[v], tree).summary()
+        for got, want in zip(jax.tree.leaves(summary), jax.tree.leaves(one), strict=True):
+            np.testing.assert_array_equal(np.asarray(got)[v], np.asarray(want))
+
+
+# --------------------------------------------------------------------------------------
+# Reverse-mode gradients: unsupported through the search, documented with what works
+# --------------------------------------------------------------------------------------
+
+
+def _weighted_fn(w, rng_key, action, embedding):
+    out, new = _bandit_recurrent_fn(None, rng_key, action, embedding)
+    return out.replace(value=jnp.tanh(w * new.astype(jnp.float32))), new
+
+
+def _search_with(w):
+    root = _root().replace(prior_logits=jnp.zeros((B, A)) + w)
+    return root, jaxpuct.alphazero_policy(w, jax.random.PRNGKey(0), root, _weighted_fn, 4,
+                                          dirichlet_fraction=0.0)
+
+
+def test_reverse_mode_grad_through_a_search_fails_as_documented_and_the_pattern_works():
+    import sys
+
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+        jax.grad(lambda w: _search_with(w)[1].search_tree.summary().value.sum())(0.5)
+
+    def loss(w):  # the documented pattern: train on the search's targets
+        root, out = _search_with(w)
+        target = jax.lax.stop_gradient(out.action_weights)
+        return -(target * jax.nn.log_softmax(root.prior_logits * w)).sum()
+
+    assert np.isfinite(float(jax.grad(loss)(0.5)))
+    doc = sys.modules["jaxpuct.search"].__doc__
+    assert "jax.grad" in doc and "stop_gradient" in doc and "unsupported" in doc
+    guide = open(os.path.join(ROOT_DIR, "docs", "guide", "your_network.md")).read()
+    assert "Reverse-mode differentiation through a search is not supported" in guide

@@ -6,10 +6,17 @@ the mctx-compatible interface of :mod:`jaxpuct.types`:
 :func:`check_recurrent_fn` plays a few random legal moves from ``root`` and
 checks, at every step,
 
-* **fields, shapes and dtypes**: ``reward``, ``discount``, ``value`` ``[B]``
-  float; ``prior_logits`` ``[B, A]`` float; ``legal_action_mask`` ``[B, A]``
-  bool; ``terminal`` ``[B]`` bool; ``state_hash`` ``[B, 2]`` uint32 (present in
-  every output iff present at the root);
+* **fields, shapes and dtypes**: ``B >= 1``; ``reward``, ``discount``, ``value``
+  ``[B]`` float; ``prior_logits`` ``[B, A]`` float; ``legal_action_mask``
+  ``[B, A]`` bool; ``terminal`` ``[B]`` bool; ``state_hash`` ``[B, 2]`` uint32
+  (present in every output iff present at the root). "Float" is any floating
+  dtype, bfloat16 and float16 included: the search accepts low-precision network
+  outputs and computes in float32, as the policies do;
+* **the state hash** (``state_hash``, or ``hash_fn(embedding)`` for
+  ``GraphConfig.hash_fn``) changes from a state to its child: a hash that never
+  changes over the moves played (a constant, e.g. all zeros) is an error, since
+  graph search would merge every state into one node; a single move that keeps
+  the hash is a warning (graph search reads it as a move back to the same state);
 * **the embedding** keeps its pytree structure and every leaf its shape and dtype
   (the search stores embeddings in fixed arrays: a changed dtype is cast or fails);
 * **jit**: ``jax.jit(recurrent_fn)`` runs (no Python branch on a traced value)
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -53,7 +61,7 @@ class ConformanceError(ValueError):
         ``"embedding.board"``, ``"recurrent_fn"`` for the function itself).
       check: which check failed: ``"shape"``, ``"dtype"``, ``"missing"``,
         ``"structure"``, ``"jit"``, ``"finite"``, ``"batch_independence"``,
-        ``"terminal"``, ``"legal_mask"``.
+        ``"terminal"``, ``"legal_mask"``, ``"hash"``.
     """
 
     def __init__(self, field: str, check: str, message: str):
@@ -74,8 +82,9 @@ class ConformanceReport:
       batch_size: ``B``.
       num_actions: ``A``.
       num_steps: steps played.
-      has_legal_mask: the outputs carry ``legal_action_mask``.
-      has_terminal: the outputs carry ``terminal``.
+      has_legal_mask: the outputs carry ``legal_action_mask`` (read from the
+        output's structure, without playing, when no step was played).
+      has_terminal: the outputs carry ``terminal`` (likewise).
       has_state_hash: the root and outputs carry ``state_hash``.
       warnings: non-fatal findings, one sentence each.
     """
@@ -105,7 +114,8 @@ def _check_array(field: str, x: Any, shape: tuple[int, ...], kind: str) -> np.nd
         _fail(field, "shape", f"has shape {x.shape}, expected {shape} (B = {shape[0]}"
               + (f", A = {shape[1]}" if len(shape) > 1 and field != "state_hash" else "")
               + "); batch every output along its leading axis")
-    if kind == "float" and not np.issubdtype(x.dtype, np.floating):
+    # jnp.issubdtype: NumPy does not count bfloat16 (an ml_dtypes type) as floating.
+    if kind == "float" and not jnp.issubdtype(x.dtype, jnp.floating):
         _fail(field, "dtype", f"has dtype {x.dtype}; expected a float dtype "
               f"(cast with .astype(jnp.float32))")
     if kind == "bool" and x.dtype != np.bool_:
@@ -150,6 +160,11 @@ def _check_embedding(embedding: Any, treedef: Any, spec: list) -> None:
                   "return every leaf with its input dtype (e.g. .astype(x.dtype))")
 
 
+def _lowest(dtype: Any) -> float:
+    """The lowest finite number of a float ``dtype`` (bfloat16 included)."""
+    return float(jnp.finfo(dtype).min)
+
+
 def _check_logits(field: str, logits: np.ndarray, legal: np.ndarray | None,
                   rows: np.ndarray) -> None:
     logits = logits[rows]
@@ -158,9 +173,11 @@ def _check_logits(field: str, logits: np.ndarray, legal: np.ndarray | None,
               "(use a large negative finite logit for illegal actions)")
     if np.isposinf(logits).any():
         _fail(field, "finite", "contains +inf")
-    if legal is not None and np.isneginf(logits[legal[rows]]).any():
-        _fail(field, "legal_mask", "is -inf on a legal action: the prior would never "
-              "select it; mask only illegal actions, or fix legal_action_mask")
+    # The search reads -inf and finfo(dtype).min alike as "illegal" (numerics).
+    if legal is not None and (logits[legal[rows]] <= _lowest(logits.dtype)).any():
+        _fail(field, "legal_mask", "is -inf or finfo(dtype).min on a legal action: the "
+              "search would treat it as illegal; mask only illegal actions, or fix "
+              "legal_action_mask")
 
 
 def check_root(root: Any, *, num_actions: int | None = None) -> tuple[int, int]:
@@ -180,6 +197,9 @@ def check_root(root: Any, *, num_actions: int | None = None) -> tuple[int, int]:
     if logits.ndim != 2:
         _fail("prior_logits", "shape", f"has shape {logits.shape}, expected [B, A]")
     batch, actions = logits.shape
+    if batch < 1:
+        _fail("prior_logits", "shape", f"has batch size B = {batch} (shape {logits.shape}); "
+              "expected B >= 1: the search needs at least one root")
     if num_actions is not None and actions != num_actions:
         _fail("prior_logits", "shape", f"has {actions} actions, expected {num_actions}")
     _check_array("prior_logits", logits, (batch, actions), "float")
@@ -233,19 +253,44 @@ def _random_legal_actions(rng: np.random.Generator, legal: np.ndarray | None, ba
 
 def _compare(name: str, check: str, expected: np.ndarray, got: np.ndarray, atol: float,
              what: str) -> None:
-    if expected.dtype.kind in "fc":
-        same = np.allclose(expected, got, rtol=atol, atol=atol, equal_nan=True)
+    if jnp.issubdtype(expected.dtype, jnp.floating):
+        # float32 first: NumPy's allclose does not take bfloat16.
+        same = np.allclose(expected.astype(np.float32), np.asarray(got).astype(np.float32),
+                           rtol=atol, atol=atol, equal_nan=True)
     else:
         same = np.array_equal(expected, got)
     if not same:
         _fail(name, check, what)
 
 
+def _state_hash(out: Any, embedding: Any, batch: int,
+                hash_fn: Callable[[Any], Any] | None) -> np.ndarray | None:
+    """``[B, 2]`` uint32 hash of a state (from ``hash_fn`` when given), or ``None``."""
+    if hash_fn is not None:
+        return _check_array("hash_fn", hash_fn(embedding), (batch, 2), "uint32")
+    state_hash = getattr(out, "state_hash", None)
+    return None if state_hash is None else np.asarray(state_hash)
+
+
+def _optional_fields(recurrent_fn: RecurrentFn, params: Any, key: jax.Array, embedding: Any,
+                     batch: int) -> tuple[bool, bool]:
+    """``(has legal_action_mask, has terminal)`` of ``recurrent_fn``'s output, from
+    ``jax.eval_shape`` (nothing is computed), or one eager call where that fails."""
+    action = jnp.zeros((batch,), jnp.int32)
+    try:
+        out, _ = jax.eval_shape(recurrent_fn, params, key, action, embedding)
+    except Exception:  # noqa: BLE001 - not traceable: the eager call below says more
+        out, _ = recurrent_fn(params, key, action, embedding)
+    return (getattr(out, "legal_action_mask", None) is not None,
+            getattr(out, "terminal", None) is not None)
+
+
 def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
                        num_steps: int = 4, rng_key: jax.Array | None = None,
                        seed: int = 0, check_jit: bool = True,
                        check_batch_independence: bool = True,
-                       atol: float = 1e-5) -> ConformanceReport:
+                       atol: float = 1e-5,
+                       hash_fn: Callable[[Any], Any] | None = None) -> ConformanceReport:
     """Checks ``recurrent_fn`` (and ``root``) against the search's interface.
 
     Plays ``num_steps`` random legal moves from ``root`` (uniform over each
@@ -269,6 +314,9 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
         draws random numbers from its key for the whole batch legitimately gives
         different numbers for a batch of 1: switch this off for it.
       atol: absolute and relative tolerance of the float comparisons.
+      hash_fn: the ``GraphConfig.hash_fn`` graph search will use (``embedding
+        [B, ...] -> [B, 2]`` uint32), checked like ``state_hash`` on the root's
+        and every new embedding.
 
     Returns:
       A :class:`ConformanceReport` (warnings included).
@@ -277,9 +325,13 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
       ConformanceError: on the first failed check; ``.field`` names the field,
         ``.check`` the check, and the message says what to fix.
     """
+    if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 0:
+        raise ValueError(f"num_steps must be an int >= 0, got {num_steps!r}.")
     batch, actions = check_root(root)
     treedef, spec = _embedding_spec(root.embedding, batch)
     with_hash = getattr(root, "state_hash", None) is not None
+    parent_hash = _state_hash(root, root.embedding, batch, hash_fn)
+    hash_moves = hash_kept = 0
     legal = getattr(root, "legal_action_mask", None)
     legal = None if legal is None else np.asarray(legal)
     rng = np.random.default_rng(seed)
@@ -302,6 +354,7 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
                                    f"step {step}: {err}") from err
         fields = _outputs(out, batch, actions, with_hash)
         _check_embedding(new_embedding, treedef, spec)
+        child_hash = _state_hash(out, new_embedding, batch, hash_fn)
 
         if jitted is not None:
             try:
@@ -383,6 +436,14 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
                              np.asarray(leaf_b), atol,
                              f"of batch element {b} at step {step} differs from a call on "
                              "that element alone: the new state leaks across the batch")
+        if child_hash is not None:
+            kept = rows[np.all(child_hash[rows] == parent_hash[rows], axis=1)]
+            hash_moves, hash_kept = hash_moves + rows.size, hash_kept + kept.size
+            if kept.size:
+                found.append(f"step {step}: the state hash of batch element {int(kept[0])} "
+                             f"did not change with action {int(action_np[kept[0]])}; graph "
+                             "search reads that as a move back to the same state")
+            parent_hash = child_hash
         embedding = new_embedding
         legal = new_legal if new_legal is not None else legal
         if "terminal" in fields:
@@ -390,6 +451,16 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
                 ~fields["terminal"][:, None]
         steps += 1
 
+    if hash_moves and hash_kept == hash_moves:
+        _fail("hash_fn" if hash_fn is not None else "state_hash", "hash",
+              f"did not change over any of the {hash_moves} moves played: a constant hash "
+              "(e.g. all zeros) makes graph search merge every state into one node; hash "
+              "the whole state and the player to move (jaxpuct.envs.hashing.zobrist_hash)")
+    if steps == 0:
+        # Nothing was played (num_steps=0, or no legal move at the root): read which
+        # optional fields the output has from its structure alone.
+        has_legal, has_terminal = _optional_fields(recurrent_fn, params, key, root.embedding,
+                                                   batch)
     for message in found:
         warnings.warn(message, ConformanceWarning, stacklevel=2)
     return ConformanceReport(batch_size=batch, num_actions=actions, num_steps=steps,
