@@ -86,10 +86,20 @@ def engine_options(num_simulations: int, max_depth: int | None, max_nodes_hint: 
     return Options(config=config, extensions=tuple(extensions), solver=solver_ext)
 
 
+def batch_size(root: Any, tree: Tree | None) -> int:
+    """``B`` of a policy call: the continued tree's (checked to be a jaxpuct tree),
+    else the root's (checked)."""
+    if tree is None:
+        return validation.check_root(root)[0]
+    validation.check_tree_object("tree", tree)
+    return tree.batch_size
+
+
 def capacity(tree: Tree | None, max_nodes: int | None, num_simulations: int) -> int:
     """The node capacity the search will have: the continued tree's, else
     ``max_nodes`` (checked) or ``num_simulations + 1``."""
     if tree is not None:
+        validation.check_tree_object("tree", tree)
         return tree.max_nodes
     if max_nodes is None:
         return num_simulations + 1

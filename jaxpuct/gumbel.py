@@ -414,7 +414,7 @@ def gumbel_policy(
     """
     check_gumbel_args(max_num_considered_actions, qtransform, final_move, leaves_per_step,
                       virtual_loss)
-    batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
+    batch_size = frame.batch_size(root, tree)
     check_gumbel_scale(gumbel_scale, batch_size)
     capacity = frame.capacity(tree, max_nodes, num_simulations)
     options = frame.engine_options(num_simulations, max_depth, capacity, solver=solver,

@@ -108,7 +108,7 @@ def alphazero_policy(
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
       with no legal action gets ``action = -1`` and all-zero weights.
     """
-    batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
+    batch_size = frame.batch_size(root, tree)
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
     options = frame.engine_options(

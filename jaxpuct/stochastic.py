@@ -481,7 +481,8 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
         wide, layout = _stochastic_root(root, params, shared_key, decision_recurrent_fn)
         capacity = frame.capacity(None, call.max_nodes, num_simulations)
     else:
-        if getattr(tree, "chance", None) is None:
+        validation.check_tree_object("tree", tree)
+        if tree.chance is None:
             raise ValueError(
                 "tree must have chance nodes (built by stochastic_policy or "
                 f"stochastic_search), got a {getattr(tree, 'kind', type(tree).__name__)} "
@@ -644,7 +645,7 @@ def stochastic_policy(
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``; the tree's
       edge arrays have width ``max(A, C)``.
     """
-    batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
+    batch_size = frame.batch_size(root, tree)
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
     call = _Call(max_depth=max_depth, max_nodes=max_nodes, selection=selection,
@@ -706,7 +707,7 @@ def stochastic_gumbel_policy(
       search_tree)``; the tree's edge arrays have width ``max(A, C)``.
     """
     gumbel_lib.check_gumbel_args(max_num_considered_actions, qtransform, final_move, 1, None)
-    batch_size = validation.check_root(root)[0] if tree is None else tree.batch_size
+    batch_size = frame.batch_size(root, tree)
     gumbel_lib.check_gumbel_scale(gumbel_scale, batch_size)
     call = _Call(max_depth=max_depth, max_nodes=max_nodes,
                  selection=PUCTConfig(), chance_backup=chance_backup, graph=None,
