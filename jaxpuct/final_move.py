@@ -140,7 +140,10 @@ def visit_policy(
     Args:
       visit_counts: ``[B, A]`` (counts or any non-negative weights).
       temperature: ``τ >= 0``, a scalar or ``[B]`` (one per tree, e.g. τ = 1 for
-        the opening moves of some games and 0 for others).
+        the opening moves of some games and 0 for others). A NaN τ acts as 0
+        (a traced bad value must not leave a searched root without a move);
+        ``τ = +inf`` spreads the weight evenly over the visited actions (the
+        limit of ``N^(1/τ)``).
       legal: optional ``[B, A]`` bool; actions outside it get zero weight.
 
     Returns:
@@ -152,11 +155,13 @@ def visit_policy(
     total = jnp.sum(counts, axis=-1, keepdims=True)
     tau = jnp.broadcast_to(jnp.asarray(temperature, jnp.float32),
                            counts.shape[:1]).reshape(-1, 1)
+    tau = jnp.where(jnp.isnan(tau), 0.0, tau)
     greedy = jax.nn.one_hot(jnp.argmax(counts, axis=-1), counts.shape[-1], dtype=jnp.float32)
     # Scaling by the maximum first keeps N^(1/τ) finite for any τ > 0.
     top = jnp.max(counts, axis=-1, keepdims=True)
     powered = (counts / jnp.maximum(top, WEIGHT_FLOOR)) ** (1.0 / jnp.maximum(tau, WEIGHT_FLOOR))
-    powered = normalize(powered)
+    # 0 ** (1 / inf) is 1: an unvisited action keeps weight 0 at every τ.
+    powered = normalize(jnp.where(counts > 0, powered, 0.0))
     weights = jnp.where(tau == 0, greedy, powered)
     return jnp.where(total > 0, weights, 0.0)
 

@@ -175,7 +175,7 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
                 f"{chance!r}: a tree with chance nodes is continued by stochastic_policy "
                 "(or stochastic_search) only, and a tree without by the other policies.")
     if invalid_actions is not None:
-        validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
+        validation.check_mask("invalid_actions", invalid_actions, (batch_size, num_actions))
     shared_key, element_keys = validation.split_keys(rng_key, batch_size)
     pairs = jax.vmap(lambda k: jax.random.split(k, 2))(element_keys)
     noise_keys, sample_keys = pairs[:, 0], pairs[:, 1]
@@ -196,8 +196,11 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
         root_prior = prior
         if validation.concrete_value(fraction) is None or fraction != 0:
             width = num_actions if chance is None else chance.num_actions
-            noised = root_noise(noise_keys, prior[:, :width], legal[:, :width],
-                                jnp.clip(fraction, 0.0, 1.0), alpha, draw)
+            # A traced non-finite fraction (NaN, inf) means no noise, so one bad
+            # number cannot poison the root prior.
+            fraction = jnp.where(jnp.isfinite(fraction), jnp.clip(fraction, 0.0, 1.0), 0.0)
+            noised = root_noise(noise_keys, prior[:, :width], legal[:, :width], fraction,
+                                alpha, draw)
             root_prior = jnp.pad(noised, ((0, 0), (0, num_actions - width)))
     prepared = prepare_tree(root, num_simulations, max_nodes=max_nodes,
                             invalid_actions=invalid_actions, root_prior=root_prior,

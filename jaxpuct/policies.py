@@ -71,14 +71,17 @@ def alphazero_policy(
       selection: the PUCT rule (default: AlphaZero schedule with FPU);
         ``PUCTConfig.mctx_muzero()`` reproduces ``mctx.muzero_policy``.
       dirichlet_fraction: root noise weight ε in [0, 1] (AlphaZero 0.25; 0
-        disables). A traced value outside [0, 1] is clipped to it.
-      dirichlet_alpha: root noise concentration α (> 0). A traced value <= 0
-        gives uniform noise.
+        disables). A traced value outside [0, 1] is clipped to it; a traced NaN
+        or inf means no noise.
+      dirichlet_alpha: root noise concentration α (> 0). A traced value <= 0,
+        NaN or inf gives uniform noise.
       dirichlet: optional ``[B, A]`` noise probabilities to mix in instead of
         drawing them (e.g. mctx's draw, to check a port exactly); see
         :func:`jaxpuct.roots.root_noise`. Ignored when ``dirichlet_fraction == 0``.
       temperature: τ >= 0 for the move and the target ``N^(1/τ)``; 0 is argmax.
-        A scalar or ``[B]``; it may be traced, and a traced τ < 0 acts as 0.
+        A scalar or ``[B]``; it may be traced, and a traced τ < 0 or NaN acts
+        as 0 (``+inf`` spreads the weight over the visited actions), so a root
+        with a legal move always gets one.
         Run under ``jax.experimental.checkify.checkify`` to get an error for
         traced out-of-range ``temperature``/``dirichlet_*`` values instead.
       value_weighted: use ``N·(1+Q)`` instead of the visit counts (then τ

@@ -96,6 +96,7 @@ def subtree(tree: Tree, action: chex.Array, *, reachability: Reachability = "aut
     action = jnp.asarray(action)
     validation.check_tree_fits("tree", tree, None, None)
     validation.check_shape("action", action, (tree.batch_size,))
+    validation.check_actions("action", action, tree.num_actions)
     if tree.chance is not None:
         raise ValueError(
             "subtree of a tree with chance nodes: the child under an action is a chance "
@@ -321,6 +322,7 @@ def _subtree_path(tree: Tree, actions: chex.Array, reachability: Reachability
     if actions.ndim != 2 or actions.shape[0] != tree.batch_size:
         raise ValueError(f"actions must have shape [B, K] with B={tree.batch_size}, "
                          f"got {list(actions.shape)}.")
+    validation.check_actions("actions", actions, tree.num_actions)
     new_root, reused = _walk(tree, actions)
     if tree.chance is not None:
         # Only a decision node can be a root that a search continues.

@@ -54,7 +54,7 @@ def check_init_args(root: Any, max_nodes: int, root_prior: chex.Array | None,
     if root_prior is not None:
         validation.check_shape("root_prior", root_prior, (batch_size, num_actions))
     if invalid_actions is not None:
-        validation.check_shape("invalid_actions", invalid_actions, (batch_size, num_actions))
+        validation.check_mask("invalid_actions", invalid_actions, (batch_size, num_actions))
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
     validation.check_trees_fit_device(root, max_nodes, graph)
     return batch_size, num_actions
@@ -179,9 +179,16 @@ def prepare_tree(
         validation.check_continued_tree(tree, root, max_nodes, graph)
         shape = (tree.batch_size, tree.num_actions)
         if invalid_actions is not None:
-            validation.check_shape("invalid_actions", invalid_actions, shape)
+            validation.check_mask("invalid_actions", invalid_actions, shape)
         if root_prior is not None:
             validation.check_shape("root_prior", root_prior, shape)
+        if tree.max_nodes < num_simulations + 1:
+            warnings.warn(
+                f"the tree to continue has max_nodes={tree.max_nodes} < num_simulations + 1 "
+                f"= {num_simulations + 1}: even with nothing inherited, later leaves are "
+                "evaluated but not stored (summary().unstored_leaves counts them). Build "
+                "trees for reuse with room for the kept subtree and a new search, e.g. "
+                "max_nodes = 2 * num_simulations.", UserWarning, stacklevel=4)
         tree = restrict_root(tree, invalid_actions, root_prior)
         if graph is not None:
             tree = tree.replace(graph=graph)  # same storage: only the walk may differ
@@ -234,7 +241,9 @@ def dirichlet_noise(
     total = jnp.sum(gammas, axis=-1, keepdims=True)
     # Tiny alphas can underflow every draw to zero: fall back to uniform.
     count = jnp.maximum(jnp.sum(legal, axis=-1, keepdims=True), 1)
-    noise = jnp.where(total > 0, gammas / jnp.where(total > 0, total, 1.0), legal / count)
+    # A non-finite alpha (a traced NaN or inf) gives non-finite draws: uniform too.
+    drawn = (total > 0) & jnp.isfinite(total)
+    noise = jnp.where(drawn, gammas / jnp.where(drawn, total, 1.0), legal / count)
     return (1.0 - fraction) * prior + fraction * noise
 
 

@@ -493,7 +493,7 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
                                    (batch_size, layout.num_actions))
     narrow = (batch_size, layout.num_actions)
     if invalid_actions is not None:
-        validation.check_shape("invalid_actions", invalid_actions, narrow)
+        validation.check_mask("invalid_actions", invalid_actions, narrow)
         invalid_actions = _pad(invalid_actions.astype(jnp.bool_), layout.width, True)
     if root_prior is not None:
         validation.check_shape("root_prior", root_prior, narrow)

@@ -180,7 +180,16 @@ class Tree:
             visit_probs=probs.astype(jnp.float32),
             value=self.node_values[:, self.ROOT_INDEX],
             qvalues=self.qvalues(root),
+            unstored_leaves=self.unstored_leaves(),
         )
+
+    def unstored_leaves(self) -> chex.Array:
+        """``[B]`` int32 leaves evaluated but not stored (the tree was full): the
+        visits of edges that still have no child. Every other visited edge got its
+        child when its leaf was stored, so this is exact; it includes those a
+        reused subtree inherited. O(B * N * A), outside the search loop."""
+        unstored = self.children_index == UNEXPANDED
+        return jnp.sum(jnp.where(unstored, self.edge_visits, 0), axis=(1, 2), dtype=jnp.int32)
 
     def bytes_per_node(self) -> dict[str, int]:
         """Bytes each stored array costs per node slot (per tree), by name."""

@@ -90,12 +90,17 @@ class SearchSummary:
       value: ``[B]`` the root's search value ``Q(root)``.
       qvalues: ``[B, A]`` ``Q(root, a) = r + discount * Q(child)`` for expanded
         children, 0 elsewhere.
+      unstored_leaves: ``[B]`` int32 leaves the tree evaluated but could not
+        store because it was full (see ``Tree.unstored_leaves``); more than a few
+        means ``max_nodes`` is too small for the search (or for the search plus
+        the subtree it continued).
     """
 
     visit_counts: chex.Array
     visit_probs: chex.Array
     value: chex.Array
     qvalues: chex.Array
+    unstored_leaves: chex.Array | None = None
 
 
 @chex.dataclass(frozen=True)

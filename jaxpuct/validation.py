@@ -112,6 +112,34 @@ def check_shape(name: str, array: Any, expected: tuple[int, ...]) -> None:
         raise ValueError(f"{name} must have shape {list(expected)}, got {list(shape)}.")
 
 
+def check_mask(name: str, mask: Any, expected: tuple[int, ...]) -> None:
+    """A boolean mask of shape ``expected``: bool dtype, or integers that are (where
+    concrete) all 0 or 1. A float mask is an error: 0.5 would silently read as
+    True."""
+    check_shape(name, mask, expected)
+    dtype = jnp.asarray(mask).dtype if not hasattr(mask, "dtype") else mask.dtype
+    if jnp.issubdtype(dtype, jnp.bool_):
+        return
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise ValueError(f"{name} must be a bool mask, got dtype {dtype}.")
+    values = concrete_value(mask)
+    if values is not None and not np.isin(values, (0, 1)).all():
+        raise ValueError(f"{name} must be a bool mask (0 or 1), got values "
+                         f"{sorted(set(np.unique(values).tolist()) - {0, 1})[:5]}.")
+
+
+def check_actions(name: str, actions: Any, num_actions: int) -> None:
+    """Integer actions; concrete ones below ``num_actions`` (negative: no move)."""
+    dtype = getattr(actions, "dtype", None)
+    if dtype is None or not jnp.issubdtype(dtype, jnp.integer):
+        raise ValueError(f"{name} must hold integer actions, got dtype {dtype} "
+                         "(a float action would be truncated).")
+    values = concrete_value(actions)
+    if values is not None and (values >= num_actions).any():
+        raise ValueError(f"{name} must be < num_actions={num_actions} (or negative for "
+                         f"no move), got {int(values.max())}.")
+
+
 def check_scalar_or_batch(name: str, value: Any, batch_size: int) -> None:
     """``value`` is a scalar or has shape ``[B]``."""
     shape = tuple(getattr(value, "shape", ()))

@@ -478,3 +478,119 @@ def test_reverse_mode_grad_through_a_search_fails_as_documented_and_the_pattern_
     assert "jax.grad" in doc and "stop_gradient" in doc and "unsupported" in doc
     guide = open(os.path.join(ROOT_DIR, "docs", "guide", "your_network.md")).read()
     assert "Reverse-mode differentiation through a search is not supported" in guide
+
+
+# ------------------------------------------------------- values a user cannot see
+
+
+@jax.jit
+def _numbers_policy(temperature, fraction, alpha):
+    return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(3), _root(),
+                                    _bandit_recurrent_fn, 8, temperature=temperature,
+                                    dirichlet_fraction=fraction, dirichlet_alpha=alpha)
+
+
+@pytest.mark.parametrize("temperature, fraction, alpha", [
+    (np.nan, 0.25, 0.3), (np.inf, 0.25, 0.3), (1.0, np.nan, 0.3), (1.0, np.inf, 0.3),
+    (1.0, 0.25, np.nan), (1.0, 0.25, np.inf), (np.nan, np.nan, np.nan)])
+def test_traced_non_finite_numbers_still_give_a_legal_move(temperature, fraction, alpha):
+    """A traced NaN or inf temperature, noise fraction or alpha never plays -1 at a
+    root with legal moves, and the target stays a distribution: NaN τ acts as 0
+    (greedy), inf τ spreads over the visited moves, a non-finite fraction means no
+    noise, a non-finite alpha uniform noise."""
+    out = _numbers_policy(jnp.float32(temperature), jnp.float32(fraction),
+                          jnp.float32(alpha))
+    action = np.asarray(out.action)
+    weights = np.asarray(out.action_weights)
+    assert np.all((action >= 0) & (action < A)), action
+    assert np.all(np.isfinite(weights))
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-6)
+    visits = np.asarray(out.search_tree.summary().visit_counts)
+    assert visits.sum(axis=1).tolist() == [8, 8]
+    if np.isnan(temperature):
+        # Greedy: all mass on the most visited move.
+        np.testing.assert_array_equal(weights.argmax(1), visits.argmax(1))
+        assert np.all(weights.max(1) == 1.0)
+    if np.isinf(temperature):
+        # N^(1/inf) = 1 on every visited move, 0 elsewhere.
+        expected = (visits > 0) / (visits > 0).sum(1, keepdims=True)
+        np.testing.assert_allclose(weights, expected, rtol=1e-6)
+
+
+_REUSE_S = 16
+
+
+@jax.jit
+def _reuse_twice(key):
+    """Search, keep the subtree under the move, search again with the default
+    capacity S + 1 (the subtree leaves little room)."""
+    root = _ttt_like_root()
+    out = jaxpuct.alphazero_policy(None, key, root, _deep_recurrent_fn, _REUSE_S,
+                                   dirichlet_fraction=0.0, temperature=0.0)
+    tree, _ = jaxpuct.subtree(out.search_tree, out.action)
+    again = jaxpuct.alphazero_policy(None, key, None, _deep_recurrent_fn, _REUSE_S,
+                                     tree=tree, dirichlet_fraction=0.0, temperature=0.0)
+    return out.search_tree, tree, again.search_tree
+
+
+def _ttt_like_root():
+    return jaxpuct.RootFnOutput(prior_logits=jnp.zeros((B, A)), value=jnp.zeros(B),
+                                embedding=jnp.zeros(B, jnp.int32))
+
+
+def _deep_recurrent_fn(params, rng_key, action, embedding):
+    """An endless game whose states never repeat: every leaf can be stored."""
+    del params, rng_key
+    batch = action.shape[0]
+    new = embedding * A + action.astype(jnp.int32) + 1
+    out = jaxpuct.RecurrentFnOutput(
+        reward=jnp.zeros(batch), discount=-jnp.ones(batch),
+        prior_logits=jnp.zeros((batch, A)), value=jnp.sin(new.astype(jnp.float32)))
+    return out, new
+
+
+def test_a_reused_tree_near_capacity_counts_the_leaves_it_could_not_store():
+    first, kept, again = _reuse_twice(jax.random.PRNGKey(0))
+    # A fresh tree of capacity S + 1 stores every leaf.
+    np.testing.assert_array_equal(np.asarray(first.summary().unstored_leaves), [0, 0])
+    free = _REUSE_S + 1 - np.asarray(kept.num_nodes)
+    unstored = np.asarray(again.summary().unstored_leaves)
+    # Each simulation stores one node while there is room and no more: the rest of
+    # the 16 simulations are counted (the kept subtree had none of its own).
+    np.testing.assert_array_equal(np.asarray(kept.summary().unstored_leaves), [0, 0])
+    np.testing.assert_array_equal(unstored, _REUSE_S - free)
+    assert np.all(unstored > 0)
+    # Recomputed in NumPy from the edges: visited edges that still have no child.
+    ci, ev = np.asarray(again.children_index), np.asarray(again.edge_visits)
+    np.testing.assert_array_equal(unstored, np.where(ci == jaxpuct.UNEXPANDED, ev, 0)
+                                  .sum(axis=(1, 2)))
+
+
+def test_continuing_a_tree_smaller_than_the_search_warns():
+    root = _ttt_like_root()
+    tree = jaxpuct.init_tree(root, 5)
+    with pytest.warns(UserWarning, match="unstored_leaves"):
+        jax.eval_shape(lambda t: jaxpuct.search(None, jax.random.PRNGKey(0), None,
+                                                _deep_recurrent_fn, 8, tree=t), tree)
+
+
+@pytest.mark.parametrize("name, call, words", [
+    ("float action", lambda t: jaxpuct.subtree(t, jnp.full((B,), 1.7)),
+     ["action", "integer", "float32"]),
+    ("action out of range", lambda t: jaxpuct.subtree(t, jnp.full((B,), A, jnp.int32)),
+     ["action", f"num_actions={A}", str(A)]),
+    ("float path", lambda t: jaxpuct.subtree_path(t, jnp.zeros((B, 2))),
+     ["actions", "integer"]),
+    ("float mask", lambda t: jaxpuct.alphazero_policy(
+        None, jax.random.PRNGKey(0), _root(), _bandit_recurrent_fn, 4,
+        invalid_actions=jnp.full((B, A), 0.5)), ["invalid_actions", "bool", "float32"]),
+    ("integer mask of 2s", lambda t: jaxpuct.alphazero_policy(
+        None, jax.random.PRNGKey(0), _root(), _bandit_recurrent_fn, 4,
+        invalid_actions=jnp.full((B, A), 2, jnp.int32)), ["invalid_actions", "0 or 1"]),
+])
+def test_non_integer_actions_and_non_boolean_masks_are_errors(name, call, words):
+    tree = jaxpuct.init_tree(_root(), 4)
+    with pytest.raises(ValueError) as info:
+        call(tree)
+    for word in words:
+        assert word in str(info.value), (name, word, str(info.value))

@@ -210,8 +210,11 @@ def selfplay_step(fns: SearchFns, fresh_fn: Callable, params: Any, games: Games,
                                 games.root_value)
 
     tree, tree_valid, inherited = None, None, jnp.zeros((), jnp.int32)
+    unstored = out.search_tree.unstored_leaves()
     if games.tree is not None:
         inherited = jnp.sum(jnp.where(games.tree_valid, games.tree.node_visits[:, 0] - 1, 0))
+        # Only this move's search: the reused subtree's own unstored leaves are older.
+        unstored = unstored - jnp.where(games.tree_valid, games.tree.unstored_leaves(), 0)
         tree, reused = subtree(out.search_tree, action, graph=c.graph)
         tree_valid = reused & ~finished
     first_reward = jnp.take_along_axis(new_state.rewards, games.player[:, :1], axis=1)[:, 0]
@@ -221,6 +224,7 @@ def selfplay_step(fns: SearchFns, fresh_fn: Callable, params: Any, games: Games,
         "draws": jnp.sum(finished & (first_reward == 0)),
         "plies_finished": jnp.sum(jnp.where(finished, games.length, 0)),
         "inherited_visits": inherited,
+        "unstored_leaves": jnp.sum(unstored),
     }
     games = games.replace(state=restart_finished(fresh_fn(init_keys), new_state, finished),
                           length=jnp.where(finished, 0, games.length), tree=tree,

@@ -218,6 +218,9 @@ def iteration_metrics(selfplay: list[dict], train: list[dict], batch_size: int,
         "mean_game_length": sum(int(m["plies_finished"]) for m in selfplay) / per_game,
         "inherited_visits_per_move": (sum(int(m["inherited_visits"]) for m in selfplay)
                                       / (len(selfplay) * batch_size) if selfplay else 0.0),
+        # Leaves a full tree evaluated but could not keep: max_nodes too small.
+        "unstored_leaves_per_move": (sum(int(m["unstored_leaves"]) for m in selfplay)
+                                     / (len(selfplay) * batch_size) if selfplay else 0.0),
         "buffer_rows": buffer_rows,
     }
     for name in ("loss", "policy_loss", "value_loss", "l2"):
