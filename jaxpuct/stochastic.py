@@ -74,6 +74,7 @@ from jaxpuct import gumbel as gumbel_lib
 from jaxpuct import solver as solver_lib
 from jaxpuct.backup import store_leaves
 from jaxpuct.final_move import lcb_action, sample_action, visit_policy
+from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.selection import PUCTConfig, SelectionRule
@@ -96,10 +97,13 @@ class DecisionRecurrentFnOutput:
         outcomes, which are never selected).
       afterstate_value: ``[B]`` value of the afterstate, from the view of the
         player who took the action.
+      afterstate_hash: optional ``[B, 2]`` uint32 hash of the afterstate (graph
+        search only, jaxpuct extension).
     """
 
     chance_logits: chex.Array
     afterstate_value: chex.Array
+    afterstate_hash: chex.Array | None = None
 
 
 @chex.dataclass(frozen=True)
@@ -114,6 +118,8 @@ class ChanceRecurrentFnOutput:
       discount: ``[B]`` (``-1`` when the player to move changes).
       legal_action_mask: optional ``[B, A]`` bool (jaxpuct extension).
       terminal: optional ``[B]`` bool: never expanded (jaxpuct extension).
+      state_hash: optional ``[B, 2]`` uint32 hash of the new state (graph search
+        only, jaxpuct extension; include the player to move).
     """
 
     action_logits: chex.Array
@@ -122,6 +128,7 @@ class ChanceRecurrentFnOutput:
     discount: chex.Array
     legal_action_mask: chex.Array | None = None
     terminal: chex.Array | None = None
+    state_hash: chex.Array | None = None
 
 
 @chex.dataclass(frozen=True)
@@ -272,11 +279,15 @@ class ChanceExpander:
       chance_recurrent_fn: ``(params, key, outcome [M], afterstate) ->
         (ChanceRecurrentFnOutput, state)``.
       layout: the tree's :class:`jaxpuct.tree.ChanceLayout`.
+      graph: graph search: the expander then reads the outputs' ``afterstate_hash``
+        and ``state_hash`` (an afterstate's hash is salted, so that a state and an
+        afterstate never share a node).
     """
 
     decision_recurrent_fn: Callable
     chance_recurrent_fn: Callable
     layout: ChanceLayout
+    graph: Any = None
 
     def __call__(self, params: Any, rng_key: chex.PRNGKey, embedding: Any,
                  action: chex.Array, needed: chex.Array) -> tuple[NodeData, ModelCalls]:
@@ -294,7 +305,8 @@ class ChanceExpander:
             _check_decision_output(out, b)
             _check_embedding("decision_recurrent_fn afterstate", after, embedding.afterstate)
             return (out.chance_logits.astype(jnp.float32),
-                    finite_or_zero(out.afterstate_value), after)
+                    finite_or_zero(out.afterstate_value), after,
+                    self._hash(out, "afterstate_hash", "decision_recurrent_fn", b))
 
         def call_chance():
             outcome = jnp.where(need_chance, action, 0).clip(0, c - 1).astype(jnp.int32)
@@ -307,14 +319,15 @@ class ChanceExpander:
             terminal = (jnp.zeros((b,), jnp.bool_) if terminal is None
                         else terminal.astype(jnp.bool_))
             return (out.action_logits.astype(jnp.float32), legal, finite_or_zero(out.value),
-                    finite_or_zero(out.reward), finite_or_zero(out.discount), terminal, state)
+                    finite_or_zero(out.reward), finite_or_zero(out.discount), terminal, state,
+                    self._hash(out, "state_hash", "chance_recurrent_fn", b))
 
         decision_out = jax.lax.cond(jnp.any(need_decision), call_decision,
                                     lambda: _zeros_like_shapes(jax.eval_shape(call_decision)))
         chance_out = jax.lax.cond(jnp.any(need_chance), call_chance,
                                   lambda: _zeros_like_shapes(jax.eval_shape(call_chance)))
-        chance_logits, afterstate_value, afterstate = decision_out
-        action_logits, legal, value, reward, discount, terminal, state = chance_out
+        chance_logits, afterstate_value, afterstate, afterstate_hash = decision_out
+        action_logits, legal, value, reward, discount, terminal, state, state_hash = chance_out
 
         outcome_prior, outcome_legal = prior_and_legal(chance_logits,
                                                        jnp.ones((b, c), jnp.bool_))
@@ -333,6 +346,8 @@ class ChanceExpander:
                 state=_where_tree(from_decision, embedding.state, state),
                 afterstate=_where_tree(from_decision, afterstate, embedding.afterstate),
                 is_decision=~from_decision),
+            state_hash=(None if self.graph is None else
+                        jnp.where(from_decision[:, None], afterstate_hash, state_hash)),
         )
         calls = ModelCalls(decision=jnp.any(need_decision).astype(jnp.int32),
                            chance=jnp.any(need_chance).astype(jnp.int32))
@@ -340,6 +355,24 @@ class ChanceExpander:
 
     def initial_counts(self) -> ModelCalls:
         return ModelCalls(jnp.int32(0), jnp.int32(0))
+
+    def _hash(self, output: Any, field: str, what: str, batch_size: int) -> chex.Array:
+        """``[B, 2]`` uint32 hash ``output.field`` (graph search), else zeros."""
+        if self.graph is None:
+            return jnp.zeros((batch_size, 2), jnp.uint32)
+        value = getattr(output, field, None)
+        if value is None:
+            raise ValueError(f"graph search over chance nodes needs {what} output "
+                             f".{field} ([B, 2] uint32), got None.")
+        validation.check_hash(f"{what} output .{field}", value, batch_size)
+        if field == "afterstate_hash":
+            value = value ^ jnp.asarray([0, AFTERSTATE_SALT], jnp.uint32)
+        return value
+
+
+# XORed into an afterstate hash's second word: a state and an afterstate of equal
+# hashes (e.g. a board before and after a move that changes nothing) stay apart.
+AFTERSTATE_SALT = 0x9E3779B9
 
 
 def _where_tree(pred: chex.Array, on_true: Any, on_false: Any) -> Any:
@@ -433,7 +466,8 @@ def _stochastic_root(root: Any, params: Any, rng_key: chex.PRNGKey,
         embedding=StochasticEmbedding(state=root.embedding,
                                       afterstate=_zeros_like_shapes(after_shape),
                                       is_decision=jnp.ones((batch_size,), jnp.bool_)),
-        legal_action_mask=_pad(legal, layout.width, False))
+        legal_action_mask=_pad(legal, layout.width, False),
+        state_hash=getattr(root, "state_hash", None))
     return wide, layout
 
 
@@ -464,11 +498,17 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
     decision_recurrent_fn, chance_recurrent_fn = functions
     validation.check_choice("chance_backup", call.chance_backup, _CHANCE_BACKUPS)
     validation.check_int("num_simulations", num_simulations, 1)
-    if call.graph is not None:
+    validation.check_instance("graph", call.graph, GraphConfig, allow_none=True)
+    if call.graph is not None and call.graph.hash_fn is not None:
         raise ValueError(
-            f"graph={call.graph!r} is not supported with chance nodes: graph search needs "
-            "a state hash for decision nodes and afterstates alike, which the Stochastic "
-            "MuZero contract does not carry. Use graph=None.")
+            "GraphConfig.hash_fn is not supported with chance nodes: give the hashes in "
+            "the outputs (root.state_hash, DecisionRecurrentFnOutput.afterstate_hash, "
+            "ChanceRecurrentFnOutput.state_hash), so states and afterstates are told apart.")
+    if call.graph is not None and call.chance_backup == "expectation":
+        raise ValueError(
+            "chance_backup='expectation' is not supported with graph search: a graph's "
+            "backup recomputes every node from its children's visit-weighted values. Use "
+            "chance_backup='visits' with graph=.")
     second_moment = call.second_moment or frame.needs_second_moment(call.selection)
     if second_moment and call.chance_backup == "expectation":
         raise ValueError(
@@ -504,11 +544,12 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
                                    virtual_loss=call.virtual_loss, solver=call.solver,
                                    second_moment=second_moment, backup=backup)
     prepared = frame.prepare(wide, rng_key, num_simulations, invalid_actions, options,
-                             tree=tree, max_nodes=call.max_nodes, noise=noise,
-                             root_prior=root_prior, chance=layout)
+                             tree=tree, max_nodes=call.max_nodes, graph=call.graph,
+                             noise=noise, root_prior=root_prior, chance=layout)
     selection = call.selection if decision_rule is None else decision_rule(prepared)
     rule = stochastic_rule(frame.selection_rule(selection, options))
-    expander = ChanceExpander(decision_recurrent_fn, chance_recurrent_fn, layout)
+    expander = ChanceExpander(decision_recurrent_fn, chance_recurrent_fn, layout,
+                              prepared.tree.graph)
     search_tree, calls = frame.search(params, prepared, expander, rule, options)
     return search_tree, calls, prepared
 
@@ -528,6 +569,7 @@ def stochastic_search(
     root_prior: chex.Array | None = None,
     chance_backup: ChanceBackup = "visits",
     tree: Tree | None = None,
+    graph: GraphConfig | None = None,
     leaves_per_step: int = 1,
     virtual_loss: VirtualLoss | None = None,
 ) -> tuple[Tree, ModelCalls]:
@@ -556,6 +598,8 @@ def stochastic_search(
       chance_backup: ``"visits"`` or ``"expectation"`` (module docstring).
       tree: a tree with chance nodes to continue, rooted at a decision node (from
         :func:`jaxpuct.subtree_path` over an action and its outcome).
+      graph: ``GraphConfig`` for graph search over chance nodes (see
+        :func:`stochastic_policy`).
       leaves_per_step: ``K`` walks per tree per step, kept apart by virtual loss
         (:mod:`jaxpuct.virtual_loss`); each function is still called at most once
         per step, on ``B * K`` rows.
@@ -567,7 +611,7 @@ def stochastic_search(
       number of calls of each function.
     """
     call = _Call(max_depth=max_depth, max_nodes=max_nodes, selection=selection,
-                 chance_backup=chance_backup, graph=None, leaves_per_step=leaves_per_step,
+                 chance_backup=chance_backup, graph=graph, leaves_per_step=leaves_per_step,
                  virtual_loss=virtual_loss, solver=False, second_moment=False)
     search_tree, calls, _ = _stochastic_call(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
@@ -592,7 +636,7 @@ def stochastic_policy(
     temperature: chex.Numeric = 1.0,
     chance_backup: ChanceBackup = "visits",
     tree: Tree | None = None,
-    graph: Any = None,
+    graph: GraphConfig | None = None,
     leaves_per_step: int = 1,
     virtual_loss: VirtualLoss | None = None,
     solver: Any = False,
@@ -629,7 +673,12 @@ def stochastic_policy(
       chance_backup: ``"visits"`` (mctx) or ``"expectation"`` (exact ``p``).
       tree: continue a tree with chance nodes rooted at a decision node
         (:func:`jaxpuct.subtree_path` over ``[action, outcome]``).
-      graph: must be ``None`` (a ``ValueError`` says why).
+      graph: ``GraphConfig`` for graph search over chance nodes: states and
+        afterstates reached along different paths share one node. The hashes come
+        from ``root.state_hash``, ``DecisionRecurrentFnOutput.afterstate_hash`` and
+        ``ChanceRecurrentFnOutput.state_hash`` (``hash_fn`` is refused), and the
+        backup must be ``"visits"`` (graph search's idempotent visit-weighted
+        update, also at chance nodes).
       leaves_per_step: ``K`` walks per tree per step (see :func:`stochastic_search`).
       virtual_loss: how those walks keep apart (``K > 1`` only).
       solver: ``True`` or a ``SolverConfig``: the MCTS-solver through decision and
@@ -688,6 +737,7 @@ def stochastic_gumbel_policy(
     max_nodes: int | None = None,
     chance_backup: ChanceBackup = "visits",
     tree: Tree | None = None,
+    graph: GraphConfig | None = None,
     solver: Any = False,
     final_move: str = "gumbel",
 ) -> PolicyOutput[Tree]:
@@ -699,7 +749,7 @@ def stochastic_gumbel_policy(
 
     The arguments are those of :func:`jaxpuct.gumbel_policy` (``gumbel``:
     ``[B, A]``) and :func:`stochastic_policy` (the two functions,
-    ``chance_backup``, ``tree``, ``solver``). ``σ``'s completed Q of a root action
+    ``chance_backup``, ``tree``, ``graph``, ``solver``). ``σ``'s completed Q of a root action
     is the value of its chance node.
 
     Returns:
@@ -710,7 +760,7 @@ def stochastic_gumbel_policy(
     batch_size = frame.batch_size(root, tree)
     gumbel_lib.check_gumbel_scale(gumbel_scale, batch_size)
     call = _Call(max_depth=max_depth, max_nodes=max_nodes,
-                 selection=PUCTConfig(), chance_backup=chance_backup, graph=None,
+                 selection=PUCTConfig(), chance_backup=chance_backup, graph=graph,
                  leaves_per_step=1, virtual_loss=None, solver=solver,
                  second_moment=final_move == "lcb")
     roots: list[gumbel_lib.GumbelRoot] = []

@@ -30,19 +30,17 @@ MODES = ("tree", "graph")
 # (policy, feature, mode) -> the words a refusal's message must contain.
 REFUSED = {
     **{("gumbel", "leaves", m): ["leaves_per_step", "sequential halving"] for m in MODES},
-    **{("stochastic", f, "graph"): ["graph", "chance nodes"] for f in FEATURES},
 }
 # Gumbel's root noise is its Gumbel draw: it takes no Dirichlet noise by design; the
-# Gumbel root over chance nodes takes no graph= and no leaves_per_step= keyword
-# (sequential halving refuses several leaves, chance nodes refuse graph search).
+# Gumbel root over chance nodes takes no leaves_per_step= keyword (sequential halving
+# refuses several leaves, as the gumbel-leaves cells show).
 NOT_APPLICABLE = {(p, "dirichlet", m) for p in ("gumbel", "stochastic_gumbel") for m in MODES}
-NOT_APPLICABLE |= {("stochastic_gumbel", f, "graph") for f in FEATURES}
-NOT_APPLICABLE |= {("stochastic_gumbel", "leaves", "tree")}
+NOT_APPLICABLE |= {("stochastic_gumbel", "leaves", m) for m in MODES}
 STOCHASTIC = ("stochastic", "stochastic_gumbel")
 
 _FOREST, _ROOTS, _GAMES = sc.game_forest(range(B))
 _GAME_RF = random_games.make_recurrent_fn(with_hash=True)
-_STOCH_ROOT, _DECISION, _CHANCE = stochastic_games.hashed_game(B, 3, 2)
+_STOCH_ROOT, _DECISION, _CHANCE = stochastic_games.hashed_game(B, 3, 2, with_hash=True)
 
 
 def _keywords(policy: str, feature: str, mode: str) -> dict:
@@ -123,8 +121,9 @@ def test_policy_with_feature(policy, feature, mode):
         _check_proofs(tree)  # chance nodes: the expectimax oracle in test_stochastic
     if feature == "lcb":
         assert tree.node_sq_values is not None
-    if feature == "plain" and mode == "graph" and policy not in STOCHASTIC:
-        # No transpositions in a random game tree: graph search is tree search.
+    if feature == "plain" and mode == "graph":
+        # No transpositions in a random game tree (nor in the hashed stochastic
+        # game, whose ids never repeat): graph search is tree search.
         plain, _ = _run(key, policy=policy, feature="plain", mode="tree")
         np.testing.assert_array_equal(np.asarray(plain.search_tree.edge_visits),
                                       np.asarray(tree.edge_visits))
@@ -146,6 +145,10 @@ def test_continued_tree_refuses_another_kind_or_capacity():
     """A tree knows what it is: a stochastic tree is not continued by alphazero, a
     capacity or a graph layout cannot change under a continued search."""
     stoch, _ = _run(jax.random.PRNGKey(0), policy="stochastic", feature="plain", mode="tree")
+    with pytest.raises(ValueError, match="expectation"):
+        jaxpuct.stochastic_policy(None, jax.random.PRNGKey(0), _STOCH_ROOT, _DECISION,
+                                  _CHANCE, S, graph=jaxpuct.GraphConfig(),
+                                  chance_backup="expectation")
     with pytest.raises(ValueError, match="chance"):
         jax.jit(lambda t: jaxpuct.alphazero_policy(
             _FOREST, jax.random.PRNGKey(0), None, _GAME_RF, S, tree=t))(stoch.search_tree)

@@ -21,6 +21,7 @@ import search_cases as sc
 
 import jaxpuct
 from jaxpuct import stochastic
+from jaxpuct.testing import check_tree
 from jaxpuct.testing import stochastic_games as sg
 
 B, A, C, SIMS = 4, 3, 5, 40
@@ -308,6 +309,45 @@ def test_solver_proves_exact_expectimax_values_on_2x2_2048():
     # Agreement proves a chance node only when all its outcomes agree: never more.
     agree = _prove_2048(boards, moves_left, "agreement").search_tree
     assert np.all(np.asarray(agree.proof_plies[:, 0] >= 0) <= proven)
+
+
+_HASHED_2048 = sg.game2048_fns(with_hash=True)
+
+
+@sc.jit(static_argnames=("graph",))
+def _search_2048(boards, moves_left, graph):
+    root_fn, decision_fn, chance_fn = _HASHED_2048
+    return stochastic.stochastic_policy(
+        None, jax.random.PRNGKey(0), root_fn(boards, moves_left), decision_fn, chance_fn,
+        96, selection=ORACLE_SELECTION, dirichlet_fraction=0.0, temperature=0.0,
+        graph=graph)
+
+
+def test_graph_search_over_chance_nodes_merges_transpositions_on_2048():
+    """2x2 2048 with three moves to play: different move orders and spawns reach the
+    same boards. Graph search over chance nodes shares those states (fewer nodes
+    than the tree for the same simulations), its graph passes the structural checks
+    (node kinds alternate along every edge, counts consistent), and its move is
+    expectimax-optimal on every position (as the tree search's is)."""
+    states = [s for s in sg.reachable_2048(ORACLE_SIZE, ORACLE_HORIZON) if s[1] == 3][:24]
+    boards = np.array([s[0] for s in states], np.int32)
+    moves_left = np.array([s[1] for s in states], np.int32)
+    tree = _search_2048(boards, moves_left, None).search_tree
+    out = _search_2048(boards, moves_left, jaxpuct.GraphConfig())
+    graph = out.search_tree
+    assert graph.kind == "stochastic" and graph.is_graph
+    check_tree(graph, None)
+    kinds = np.asarray(graph.embeddings.is_decision)
+    children = np.asarray(graph.children_index)
+    for b in range(len(states)):
+        for n in range(int(graph.num_nodes[b])):
+            for c in children[b, n][children[b, n] >= 0]:
+                assert kinds[b, c] != kinds[b, n], (b, n, c)
+    assert np.all(np.asarray(graph.num_nodes) <= np.asarray(tree.num_nodes))
+    assert np.any(np.asarray(graph.num_nodes) < np.asarray(tree.num_nodes))
+    q = np.array([sg.expectimax_2048(*s)[1] for s in states])
+    chosen = q[np.arange(len(states)), np.asarray(out.action)]
+    assert (chosen >= q.max(axis=1) - 1e-6).all(), np.nonzero(chosen < q.max(axis=1) - 1e-6)
 
 
 # ------------------------------------------------------------------ pgx 2048

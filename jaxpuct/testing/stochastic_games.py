@@ -55,7 +55,7 @@ def _logits(ids: jax.Array, width: int, scale: float) -> jax.Array:
 
 
 def hashed_game(batch_size: int, num_actions: int, num_outcomes: int, *,
-                discount: float = -1.0, logit_scale: float = 2.0
+                discount: float = -1.0, logit_scale: float = 2.0, with_hash: bool = False
                 ) -> tuple[RootFnOutput, Callable, Callable]:
     """A stochastic game of hashed ``uint32`` ids (no network, no terminal).
 
@@ -65,6 +65,9 @@ def hashed_game(batch_size: int, num_actions: int, num_outcomes: int, *,
       num_outcomes: ``C``.
       discount: of the chance edge (-1: two players alternate).
       logit_scale: scale of the action and chance logits (``sin`` of the id).
+      with_hash: also give the ids as ``[B, 2]`` uint32 hashes (``state_hash`` of
+        the root and of each state, ``afterstate_hash`` of each afterstate), for
+        graph search. Ids never repeat, so a graph search equals a tree search.
 
     Returns:
       ``(root, decision_recurrent_fn, chance_recurrent_fn)``; embeddings are
@@ -72,15 +75,20 @@ def hashed_game(batch_size: int, num_actions: int, num_outcomes: int, *,
     """
     ids = mix32(jnp.arange(batch_size, dtype=jnp.uint32) + jnp.uint32(777))
     u1, u2 = _angles(ids)
+    def as_hash(x):
+        return jnp.stack([x, mix32(x + jnp.uint32(1))], axis=-1) if with_hash else None
+
     root = RootFnOutput(prior_logits=_logits(ids, num_actions, logit_scale),
-                        value=0.5 * jnp.cos(3.0 * u1 + u2), embedding=ids)
+                        value=0.5 * jnp.cos(3.0 * u1 + u2), embedding=ids,
+                        state_hash=as_hash(ids))
 
     def decision_fn(params, rng_key, action, state):
         del params, rng_key
         after = mix32(state * jnp.uint32(0x9E3779B1) + action.astype(jnp.uint32) + 1)
         a1, a2 = _angles(after)
         out = DecisionRecurrentFnOutput(chance_logits=_logits(after, num_outcomes, logit_scale),
-                                        afterstate_value=0.5 * jnp.cos(a1 - 2.0 * a2))
+                                        afterstate_value=0.5 * jnp.cos(a1 - 2.0 * a2),
+                                        afterstate_hash=as_hash(after))
         return out, after
 
     def chance_fn(params, rng_key, outcome, after):
@@ -90,7 +98,8 @@ def hashed_game(batch_size: int, num_actions: int, num_outcomes: int, *,
         value = 0.5 * jnp.cos(3.0 * s1 + s2)
         out = ChanceRecurrentFnOutput(
             action_logits=_logits(new, num_actions, logit_scale), value=value,
-            reward=0.25 * jnp.sin(s1 + 5.0 * s2), discount=jnp.full_like(value, discount))
+            reward=0.25 * jnp.sin(s1 + 5.0 * s2), discount=jnp.full_like(value, discount),
+            state_hash=as_hash(new))
         return out, new
 
     return root, decision_fn, chance_fn
@@ -161,7 +170,20 @@ def spawn_2048(afterstate: jax.Array, outcome: jax.Array) -> jax.Array:
     return afterstate.at[rows, outcome // 2].set(1 + outcome % 2)
 
 
-def game2048_fns(num_actions: int = NUM_MOVES) -> tuple[Callable, Callable, Callable]:
+def hash_2048(board: jax.Array, moves_left: jax.Array, salt: int = 0) -> jax.Array:
+    """``[B, 2]`` uint32 hash of ``(board [B, n*n], moves_left [B])``: two chains of
+    :func:`mix32` over the cells, seeded apart (``salt`` keeps kinds apart)."""
+    words = []
+    for seed in (salt + 17, salt + 101):
+        h = jnp.full(board.shape[:1], seed, jnp.uint32)
+        for cell in range(board.shape[1]):
+            h = mix32(h * jnp.uint32(31) + board[:, cell].astype(jnp.uint32))
+        words.append(mix32(h + moves_left.astype(jnp.uint32)))
+    return jnp.stack(words, axis=-1)
+
+
+def game2048_fns(num_actions: int = NUM_MOVES, with_hash: bool = False
+                 ) -> tuple[Callable, Callable, Callable]:
     """Search functions of 2048 with a horizon, discount 1 and no learned value:
     a state's value is 0 and an afterstate's is the score of the move that made
     it (paid by the chance edge that follows, so it is part of the afterstate's
@@ -171,11 +193,25 @@ def game2048_fns(num_actions: int = NUM_MOVES) -> tuple[Callable, Callable, Call
     ``(board, score [B] float32, moves_left)``. A state is terminal when no move
     is legal or no move is left. The chance logits are ``log p`` (exact).
 
+    ``with_hash``: the outputs carry state and afterstate hashes
+    (:func:`hash_2048`; an afterstate's includes its score, which its return
+    depends on), so that graph search merges positions reached by different move
+    orders.
+
     Returns:
       ``(root_fn, decision_recurrent_fn, chance_recurrent_fn)`` with
       ``root_fn(boards [B, n*n], moves_left [B]) -> RootFnOutput``.
     """
     del num_actions
+
+    def state_hash(board, moves_left):
+        return hash_2048(board, moves_left) if with_hash else None
+
+    def afterstate_hash(board, score, moves_left):
+        if not with_hash:
+            return None
+        return hash_2048(jnp.concatenate([board, score.astype(jnp.int32)[:, None]], 1),
+                         moves_left, salt=7)
 
     def state_info(board, moves_left):
         legal = legal_moves_2048(board) & (moves_left > 0)[:, None]
@@ -186,14 +222,17 @@ def game2048_fns(num_actions: int = NUM_MOVES) -> tuple[Callable, Callable, Call
         moves_left = jnp.asarray(moves_left, jnp.int32)
         logits, legal, _ = state_info(boards, moves_left)
         return RootFnOutput(prior_logits=logits, value=jnp.zeros(boards.shape[0]),
-                            embedding=(boards, moves_left), legal_action_mask=legal)
+                            embedding=(boards, moves_left), legal_action_mask=legal,
+                            state_hash=state_hash(boards, moves_left))
 
     def decision_fn(params, rng_key, action, state):
         del params, rng_key
         board, moves_left = state
         after, score, _ = move_2048(board, action)
         out = DecisionRecurrentFnOutput(chance_logits=jnp.log(spawn_probs_2048(after)),
-                                        afterstate_value=score)
+                                        afterstate_value=score,
+                                        afterstate_hash=afterstate_hash(after, score,
+                                                                        moves_left))
         return out, (after, score, moves_left)
 
     def chance_fn(params, rng_key, outcome, afterstate):
@@ -204,7 +243,8 @@ def game2048_fns(num_actions: int = NUM_MOVES) -> tuple[Callable, Callable, Call
         logits, legal, terminal = state_info(board, moves_left)
         out = ChanceRecurrentFnOutput(action_logits=logits, value=jnp.zeros_like(score),
                                       reward=score, discount=jnp.ones_like(score),
-                                      legal_action_mask=legal, terminal=terminal)
+                                      legal_action_mask=legal, terminal=terminal,
+                                      state_hash=state_hash(board, moves_left))
         return out, (board, moves_left)
 
     return root_fn, decision_fn, chance_fn
