@@ -5,8 +5,8 @@ this frame plus its own rule, expander and final move, in the way pgx's
 ``Env.step`` does the shared bookkeeping once and calls a game's own step:
 
 1. :func:`engine_options` turns the engine keywords that every policy accepts
-   (``max_depth``, ``leaves_per_step``, ``virtual_loss``, ``solver``, and
-   whether the move needs the second moment) into an :class:`EngineConfig` and
+   (``max_depth``, ``leaves_per_step``, ``virtual_loss``, ``solver``,
+   ``early_stop``, and whether the move needs the second moment) into an :class:`EngineConfig` and
    the extensions, refusing a meaningless combination with a ``ValueError``;
 2. :func:`prepare` checks the root (or the tree to continue) and the root
    mask, splits the keys (one shared key for the model, per-tree keys for noise
@@ -23,7 +23,9 @@ from typing import Any, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxpuct import early_stop as early_stop_lib
 from jaxpuct import engine as engine_lib
 from jaxpuct import extensions as ext_lib
 from jaxpuct import validation
@@ -45,22 +47,28 @@ class Options:
       config: the loop's configuration.
       extensions: the extensions, in hook order.
       solver: the solver's extension, or ``None``.
+      early_stop: the ``early_stop`` the policy was given (``True``, or a ``[B]``
+        mask, see :func:`prepare`) when early stopping is on, else ``None``.
     """
 
     config: EngineConfig
     extensions: tuple[ext_lib.Extension, ...]
     solver: Solver | None
+    early_stop: Any = None
 
 
 def engine_options(num_simulations: int, max_depth: int | None, max_nodes_hint: int, *,
                    leaves_per_step: int = 1, virtual_loss: VirtualLoss | None = None,
                    solver: Any = False, second_moment: bool = False,
-                   backup: engine_lib.Backup | None = None) -> Options:
+                   backup: engine_lib.Backup | None = None,
+                   early_stop: Any = False) -> Options:
     """Checks the engine keywords and returns the loop's configuration.
 
     ``max_depth`` defaults to ``max_nodes_hint`` (the tree's capacity: no path is
     longer). ``virtual_loss`` is refused with one leaf per step (nothing would
     read it). ``solver``: ``bool``, ``None`` or a ``SolverConfig``.
+    ``early_stop``: ``False``/``None`` (off), ``True``, or a ``[B]`` bool mask
+    (on for the trees where it is set; :mod:`jaxpuct.early_stop`).
     """
     validation.check_int("num_simulations", num_simulations, 1)
     validation.check_int("leaves_per_step", leaves_per_step, 1)
@@ -83,7 +91,22 @@ def engine_options(num_simulations: int, max_depth: int | None, max_nodes_hint: 
     solver_ext = None if solver_cfg is None else Solver(solver_cfg)
     if solver_ext is not None:
         extensions.append(solver_ext)
-    return Options(config=config, extensions=tuple(extensions), solver=solver_ext)
+    on = early_stop_on(early_stop)
+    if on:
+        extensions.append(early_stop_lib.EarlyStop(num_simulations))
+    return Options(config=config, extensions=tuple(extensions), solver=solver_ext,
+                   early_stop=early_stop if on else None)
+
+
+def early_stop_on(early_stop: Any) -> bool:
+    """Whether ``early_stop`` turns early stopping on: ``True`` or an array (a
+    per-tree mask, possibly traced); ``False`` and ``None`` do not."""
+    if early_stop is None or isinstance(early_stop, (bool, np.bool_)):
+        return bool(early_stop)
+    if isinstance(early_stop, (int, float, str)):
+        raise ValueError("early_stop must be a bool or a [B] bool mask, got "
+                         f"{early_stop!r} of type {type(early_stop).__name__}.")
+    return True
 
 
 def batch_size(root: Any, tree: Tree | None) -> int:
@@ -162,7 +185,9 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
     ``chance``: the :class:`jaxpuct.tree.ChanceLayout` of a search with chance
     nodes (a new tree gets it; a continued tree must have it), ``None`` for a
     search without (a continued tree must have none); the noise is then drawn
-    over the ``chance.num_actions`` decision actions only.
+    over the ``chance.num_actions`` decision actions only. With early stopping
+    given as a ``[B]`` (or scalar array) bool mask in ``options``, only the trees
+    where it is set may stop early.
     """
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
     if tree is None:
@@ -208,6 +233,11 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
                             root_prior_legal=(prior, legal))
     if tree is None and chance is not None:
         prepared = prepared.replace(chance=chance)
+    if options.early_stop is not None and options.early_stop is not True:
+        mask = options.early_stop
+        validation.check_scalar_or_batch("early_stop", mask, batch_size)
+        validation.check_mask("early_stop", mask, tuple(jnp.shape(mask)))
+        prepared = early_stop_lib.enable_only(prepared, mask)
     return Prepared(tree=prepared, keys=SearchKeys(shared_key, element_keys),
                     sample_keys=sample_keys, prior=prior, legal=legal)
 

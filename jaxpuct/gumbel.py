@@ -359,6 +359,7 @@ def gumbel_policy(
     virtual_loss: VirtualLoss | None = None,
     solver: bool | SolverConfig = False,
     final_move: str = "gumbel",
+    early_stop: bool = False,
 ) -> PolicyOutput[Tree]:
     """Runs Gumbel MuZero search and returns the move and the improved policy.
 
@@ -404,6 +405,8 @@ def gumbel_policy(
       final_move: ``"gumbel"`` (the paper's move, below) or ``"lcb"``
         (:func:`jaxpuct.final_move.lcb_action`; the tree stores the second
         moment). ``action_weights`` stay the improved policy.
+      early_stop: must be ``False`` (a ``ValueError`` otherwise; see
+        :func:`refuse_early_stop`): the move is not the most visited action.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``:
@@ -414,6 +417,7 @@ def gumbel_policy(
     """
     check_gumbel_args(max_num_considered_actions, qtransform, final_move, leaves_per_step,
                       virtual_loss)
+    refuse_early_stop(early_stop)
     batch_size = frame.batch_size(root, tree)
     check_gumbel_scale(gumbel_scale, batch_size)
     capacity = frame.capacity(tree, max_nodes, num_simulations)
@@ -445,6 +449,19 @@ def check_gumbel_args(max_num_considered_actions: int, qtransform: CompletedQCon
             f"{leaves_per_step}, virtual_loss={virtual_loss!r}: sequential halving picks "
             "each simulation's root action from the visit counts, which the pending walks "
             "of a step would inflate. Use a PUCT root for several leaves per step.")
+
+
+def refuse_early_stop(early_stop: Any) -> None:
+    """A Gumbel root takes no early stopping (:mod:`jaxpuct.early_stop`): its rule
+    keeps the most visited action, and a Gumbel move is not that action."""
+    if frame.early_stop_on(early_stop):
+        raise ValueError(
+            f"a Gumbel root does not support early_stop, got early_stop={early_stop!r}: "
+            "its move is the best g + logits + sigma(q) among the actions sequential "
+            "halving visited most, not the most visited action, and sigma(q) still "
+            "changes with the simulations a stop would skip (sequential halving also "
+            "plans the whole budget). Use alphazero_policy(early_stop=True), or omit "
+            "early_stop.")
 
 
 def check_gumbel_scale(gumbel_scale: Any, batch_size: int) -> None:

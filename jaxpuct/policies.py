@@ -52,6 +52,7 @@ def alphazero_policy(
     virtual_loss: VirtualLoss | None = None,
     final_move: str = "visits",
     solver: bool | SolverConfig = False,
+    early_stop: bool | chex.Array = False,
 ) -> PolicyOutput[Tree]:
     """Runs PUCT search and returns the move and the search policy.
 
@@ -106,6 +107,21 @@ def alphazero_policy(
         visit target and ``final_move="visits"``), the move is
         :func:`jaxpuct.solver.solver_action` (OpenSpiel's key: the best proven
         value, 0 for unproven moves; the shortest win or longest loss; visits).
+      early_stop: ``True``, or a ``[B]`` bool mask (may be traced, e.g.
+        ``temperature == 0``): a tree stops taking simulations once no other
+        legal root action can overtake its most visited one with the
+        simulations left (``N(a) + left < N(best)``; Lc0's smart pruning, see
+        :mod:`jaxpuct.early_stop`), and the search ends when every tree has
+        stopped. At ``temperature == 0`` the move is exactly the full search's
+        (with ``solver``, the most visited action is kept, but a proof the
+        skipped simulations would have found is not). The visit counts are
+        those of fewer simulations: with ``temperature > 0`` the move is
+        sampled from truncated counts, and ``action_weights`` is not the full
+        search's training target -- stop only the trees whose move matters,
+        not those whose visit distribution is learned from. Refused with
+        ``value_weighted=True`` and ``final_move="lcb"`` (their move is not the
+        most visited action). ``search_tree.summary().simulations_saved``
+        ``[B]`` counts the simulations not run.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root
@@ -114,10 +130,18 @@ def alphazero_policy(
     batch_size = frame.batch_size(root, tree)
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
+    if frame.early_stop_on(early_stop) and (value_weighted or final_move == "lcb"):
+        chosen = "value_weighted=True" if value_weighted else "final_move='lcb'"
+        raise ValueError(
+            f"early_stop needs a move that is the most visited root action, got {chosen}: "
+            "early stopping keeps only which action is most visited, and this move also "
+            "reads the values, which the skipped simulations would still change. Use "
+            "final_move='visits' without value_weighted, or no early_stop.")
     options = frame.engine_options(
         num_simulations, max_depth, frame.capacity(tree, max_nodes, num_simulations),
         leaves_per_step=leaves_per_step, virtual_loss=virtual_loss, solver=solver,
-        second_moment=final_move == "lcb" or frame.needs_second_moment(selection))
+        second_moment=final_move == "lcb" or frame.needs_second_moment(selection),
+        early_stop=early_stop)
     rule = frame.selection_rule(selection, options)
     prepared = frame.prepare(root, rng_key, num_simulations, invalid_actions, options,
                              tree=tree, max_nodes=max_nodes, graph=graph,

@@ -391,6 +391,7 @@ def _compact(tree: Tree, new_root: chex.Array, keep: chex.Array, reused: chex.Ar
         # Proofs stay valid in a subtree; the placeholder root is terminal.
         proof_plies=(None if tree.proof_plies is None else jnp.where(
             placeholder, 0, move(tree.proof_plies, solver_lib.UNPROVEN))),
+        early_stop=None,  # one search's state, not the subtree's
     )
     return new.replace(root_prior=new.children_prior[:, 0])
 

@@ -157,7 +157,8 @@ def prepare_tree(
     ``root_prior`` applied to its root; its capacity and ``GraphConfig`` are its
     own, so ``max_nodes`` and ``graph``, when given, must agree with them. Then
     every extension's ``prepare`` runs; a continued tree's solver proofs are
-    dropped when no extension keeps them up to date.
+    dropped when no extension keeps them up to date, and its early-stopping
+    state always (each search makes its own).
     """
     validation.check_int("num_simulations", num_simulations, 1)
     validation.check_instance("graph", graph, GraphConfig, allow_none=True)
@@ -194,6 +195,8 @@ def prepare_tree(
             tree = tree.replace(graph=graph)  # same storage: only the walk may differ
     if not any(getattr(e, "keeps_proofs", False) for e in extensions):
         tree = tree.replace(proof_plies=None)
+    # Early stopping's state belongs to one search: a new one starts without it.
+    tree = tree.replace(early_stop=None)
     return ext_lib.prepare(extensions, tree, continued)
 
 

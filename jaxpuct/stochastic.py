@@ -483,6 +483,7 @@ class _Call(NamedTuple):
     virtual_loss: VirtualLoss | None
     solver: Any
     second_moment: bool
+    early_stop: Any = False
 
 
 def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: tuple,
@@ -542,7 +543,8 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
     options = frame.engine_options(num_simulations, call.max_depth, capacity,
                                    leaves_per_step=call.leaves_per_step,
                                    virtual_loss=call.virtual_loss, solver=call.solver,
-                                   second_moment=second_moment, backup=backup)
+                                   second_moment=second_moment, backup=backup,
+                                   early_stop=call.early_stop)
     prepared = frame.prepare(wide, rng_key, num_simulations, invalid_actions, options,
                              tree=tree, max_nodes=call.max_nodes, graph=call.graph,
                              noise=noise, root_prior=root_prior, chance=layout)
@@ -641,6 +643,7 @@ def stochastic_policy(
     virtual_loss: VirtualLoss | None = None,
     solver: Any = False,
     final_move: str = "visits",
+    early_stop: bool | chex.Array = False,
 ) -> PolicyOutput[Tree]:
     """Stochastic MuZero search (Antonoglou et al. 2022) with mctx's contract.
 
@@ -689,6 +692,10 @@ def stochastic_policy(
         ``SolverConfig(value_bound=None)``.
       final_move: ``"visits"`` or ``"lcb"`` (KataGo's lower confidence bound over
         the root's edges; needs ``chance_backup="visits"``).
+      early_stop: ``True`` or a ``[B]`` bool mask: stop a tree once its most
+        visited root action is decided, as :func:`jaxpuct.alphazero_policy`
+        does (the same caveats: exact for the move at ``temperature == 0``,
+        truncated counts otherwise); refused with ``final_move="lcb"``.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``; the tree's
@@ -697,10 +704,16 @@ def stochastic_policy(
     batch_size = frame.batch_size(root, tree)
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
+    if frame.early_stop_on(early_stop) and final_move == "lcb":
+        raise ValueError(
+            "early_stop needs a move that is the most visited root action, got "
+            "final_move='lcb': early stopping keeps only which action is most visited, "
+            "and the LCB move also reads the values, which the skipped simulations would "
+            "still change. Use final_move='visits', or no early_stop.")
     call = _Call(max_depth=max_depth, max_nodes=max_nodes, selection=selection,
                  chance_backup=chance_backup, graph=graph, leaves_per_step=leaves_per_step,
                  virtual_loss=virtual_loss, solver=solver,
-                 second_moment=final_move == "lcb")
+                 second_moment=final_move == "lcb", early_stop=early_stop)
     search_tree, _, prepared = _stochastic_call(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
         invalid_actions, call, tree, (dirichlet_fraction, dirichlet_alpha, None), None)
@@ -740,6 +753,7 @@ def stochastic_gumbel_policy(
     graph: GraphConfig | None = None,
     solver: Any = False,
     final_move: str = "gumbel",
+    early_stop: bool = False,
 ) -> PolicyOutput[Tree]:
     """Gumbel MuZero's root (Danihelka et al. 2022) over a search with chance nodes
     (Antonoglou et al. 2022): Gumbel-Top-``m`` and sequential halving at the root,
@@ -749,7 +763,8 @@ def stochastic_gumbel_policy(
 
     The arguments are those of :func:`jaxpuct.gumbel_policy` (``gumbel``:
     ``[B, A]``) and :func:`stochastic_policy` (the two functions,
-    ``chance_backup``, ``tree``, ``graph``, ``solver``). ``σ``'s completed Q of a root action
+    ``chance_backup``, ``tree``, ``graph``, ``solver``; ``early_stop`` is refused,
+    as by :func:`jaxpuct.gumbel_policy`). ``σ``'s completed Q of a root action
     is the value of its chance node.
 
     Returns:
@@ -757,6 +772,7 @@ def stochastic_gumbel_policy(
       search_tree)``; the tree's edge arrays have width ``max(A, C)``.
     """
     gumbel_lib.check_gumbel_args(max_num_considered_actions, qtransform, final_move, 1, None)
+    gumbel_lib.refuse_early_stop(early_stop)
     batch_size = frame.batch_size(root, tree)
     gumbel_lib.check_gumbel_scale(gumbel_scale, batch_size)
     call = _Call(max_depth=max_depth, max_nodes=max_nodes,

@@ -31,6 +31,7 @@ from jaxpuct.numerics import gather_rows
 from jaxpuct.types import SearchSummary
 
 if TYPE_CHECKING:
+    from jaxpuct.early_stop import StopState
     from jaxpuct.graph import GraphConfig
 
 UNEXPANDED = -1  # a legal edge with no child node yet
@@ -99,6 +100,10 @@ class Tree:
         ``None`` when the solver is off: ``-1`` for an unproven node, else the
         plies of its proof (0 at a terminal node). A proven node's ``node_values``
         holds its exact value. 4 bytes per node.
+      early_stop: :class:`jaxpuct.early_stop.StopState` (``[B]`` arrays: the
+        root visit budget, which trees may stop, which have stopped) of a search
+        with early stopping, or ``None``. It belongs to one search: a continued
+        search or ``subtree`` starts without it.
       graph: static ``GraphConfig`` of a graph, or ``None``.
       chance: static :class:`ChanceLayout` of a tree with chance nodes, or ``None``.
     """
@@ -121,6 +126,7 @@ class Tree:
     edge_discounts: chex.Array | None = None
     node_sq_values: chex.Array | None = None
     proof_plies: chex.Array | None = None
+    early_stop: StopState | None = None
     graph: GraphConfig | None = None
     chance: ChanceLayout | None = None
 
@@ -181,6 +187,8 @@ class Tree:
             value=self.node_values[:, self.ROOT_INDEX],
             qvalues=self.qvalues(root),
             unstored_leaves=self.unstored_leaves(),
+            simulations_saved=(None if self.early_stop is None else jnp.maximum(
+                self.early_stop.visit_budget - jnp.sum(counts, axis=-1, dtype=jnp.int32), 0)),
         )
 
     def unstored_leaves(self) -> chex.Array:

@@ -94,6 +94,11 @@ class SearchSummary:
         store because it was full (see ``Tree.unstored_leaves``); more than a few
         means ``max_nodes`` is too small for the search (or for the search plus
         the subtree it continued).
+      simulations_saved: ``[B]`` int32 simulations of the budget the search did
+        not run, with early stopping (``early_stop=``; see
+        :mod:`jaxpuct.early_stop`): those a decided tree skipped, and those a
+        terminal or solver-proven root did not need. ``None`` without early
+        stopping.
     """
 
     visit_counts: chex.Array
@@ -101,6 +106,7 @@ class SearchSummary:
     value: chex.Array
     qvalues: chex.Array
     unstored_leaves: chex.Array | None = None
+    simulations_saved: chex.Array | None = None
 
 
 @chex.dataclass(frozen=True)
