@@ -5,7 +5,8 @@ One cell per (policy, feature, tree or graph): ``B = 2``, ``S = 8``, under ``jit
 A supported cell's tree passes :func:`jaxpuct.testing.check_tree`, its move is a
 legal root action and its target a distribution over the legal actions; where an
 oracle exists it is checked too (solver proofs against backward induction;
-graph search without transpositions against tree search). A refused cell raises
+graph search without transpositions against tree search; early stopping keeps
+the plain search's most visited action and counts the simulations it saved). A refused cell raises
 a ``ValueError`` whose message names the argument and says why.
 """
 
@@ -24,12 +25,15 @@ from jaxpuct.testing import check_tree, random_games, stochastic_games
 
 B, S = 2, 8
 POLICIES = ("alphazero", "gumbel", "stochastic", "stochastic_gumbel")
-FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet")
+FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet", "early_stop")
 MODES = ("tree", "graph")
 
 # (policy, feature, mode) -> the words a refusal's message must contain.
 REFUSED = {
     **{("gumbel", "leaves", m): ["leaves_per_step", "sequential halving"] for m in MODES},
+    # A Gumbel move is not the most visited action, which is all early stopping keeps.
+    **{(p, "early_stop", m): ["early_stop", "sequential halving"]
+       for p in ("gumbel", "stochastic_gumbel") for m in MODES},
 }
 # Gumbel's root noise is its Gumbel draw: it takes no Dirichlet noise by design; the
 # Gumbel root over chance nodes takes no leaves_per_step= keyword (sequential halving
@@ -53,6 +57,8 @@ def _keywords(policy: str, feature: str, mode: str) -> dict:
         kw["solver"] = True
     if feature == "lcb":
         kw["final_move"] = "lcb"
+    if feature == "early_stop":
+        kw["early_stop"] = True
     if policy in ("alphazero", "stochastic"):
         kw["dirichlet_fraction"] = 0.25 if feature == "dirichlet" else 0.0
     if feature == "reuse":
@@ -107,7 +113,8 @@ def test_policy_with_feature(policy, feature, mode):
     tree = out.search_tree
     continued = feature == "reuse"
     assert tree.kind == ("stochastic" if policy in STOCHASTIC else mode)
-    check_tree(tree, None if continued or feature in ("leaves", "solver") else S)
+    check_tree(tree, None if continued or feature in ("leaves", "solver", "early_stop")
+               else S)
     num_actions = out.action_weights.shape[1]
     legal = np.asarray(tree.children_index[:, 0, :num_actions]) != jaxpuct.ILLEGAL
     action = np.asarray(out.action)
@@ -121,12 +128,28 @@ def test_policy_with_feature(policy, feature, mode):
         _check_proofs(tree)  # chance nodes: the expectimax oracle in test_stochastic
     if feature == "lcb":
         assert tree.node_sq_values is not None
+    if feature == "early_stop":
+        _check_early_stop(tree, _run(key, policy=policy, feature="plain", mode=mode)[1],
+                          num_actions)
     if feature == "plain" and mode == "graph":
         # No transpositions in a random game tree (nor in the hashed stochastic
         # game, whose ids never repeat): graph search is tree search.
         plain, _ = _run(key, policy=policy, feature="plain", mode="tree")
         np.testing.assert_array_equal(np.asarray(plain.search_tree.edge_visits),
                                       np.asarray(tree.edge_visits))
+
+
+def _check_early_stop(tree, plain, num_actions: int) -> None:
+    """The plain search's most visited legal root action is kept; the simulations
+    saved are the budget the root's visits did not use."""
+    visits = np.asarray(tree.edge_visits[:, 0, :num_actions])
+    plain_visits = np.asarray(plain.search_tree.edge_visits[:, 0, :num_actions])
+    legal = np.asarray(tree.children_index[:, 0, :num_actions]) != jaxpuct.ILLEGAL
+    np.testing.assert_array_equal(np.argmax(np.where(legal, visits, -1), -1),
+                                  np.argmax(np.where(legal, plain_visits, -1), -1))
+    saved = np.asarray(tree.summary().simulations_saved)
+    np.testing.assert_array_equal(saved, S - visits.sum(-1))
+    assert np.all(visits <= plain_visits)
 
 
 def _check_proofs(tree) -> None:
