@@ -16,8 +16,9 @@ of optax's ``(init, update)`` pairs:
   ends when every tree is done.
 
 The base class has every hook at its neutral value; a ``stop`` or ``done`` that
-a subclass does not override costs nothing. The solver (:class:`jaxpuct.solver.Solver`)
-and the second moment (:class:`SecondMoment`) are extensions.
+a subclass does not override costs nothing. The solver (:class:`jaxpuct.solver.Solver`),
+early stopping (:class:`jaxpuct.early_stop.EarlyStop`) and the second moment
+(:class:`SecondMoment`) are extensions.
 """
 
 from __future__ import annotations
