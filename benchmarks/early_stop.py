@@ -1,0 +1,180 @@
+"""Early stopping (``early_stop=True``): simulations saved, move quality, time.
+
+Tic-tac-toe (``jaxpuct.testing.tictactoe``, exact minimax on every position):
+``--positions`` non-terminal positions drawn at random (seeded), a uniform prior
+and a zero value (the search must find the values itself), exact terminals,
+``PUCTConfig()``, temperature 0, no noise. For each budget ``S``, with and
+without early stopping:
+
+* saved: the mean of ``summary().simulations_saved`` as a share of ``S``, and
+  the share of trees that stopped early;
+* optimal: the share of positions where the move is minimax-optimal, and the
+  share where the two searches play the same move (the rule says: all);
+* time: seconds per batched search (the best of ``--reps`` interleaved runs)
+  and per move. In lockstep the loop ends only when *every* tree has stopped
+  (a stopped tree still takes its lane in each network call), so a batch gains
+  time only from its last trees; the ``B = 1`` rows (one position per call, the
+  way an engine plays a game) show the time a single search saves.
+
+    python -m benchmarks.early_stop [--sims 32 128 512] [--positions 256]
+                                    [--single 64] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxpuct
+from jaxpuct.testing import tictactoe
+
+_RF = tictactoe.make_recurrent_fn()
+
+
+@functools.partial(jax.jit, static_argnames=("sims", "early_stop"))
+def _search(state, key, *, sims: int, early_stop: bool):
+    out = jaxpuct.alphazero_policy(None, key, tictactoe.root(state), _RF, sims,
+                                   dirichlet_fraction=0.0, temperature=0.0,
+                                   early_stop=early_stop)
+    saved = out.search_tree.summary().simulations_saved
+    return out.action, jnp.zeros_like(out.action) if saved is None else saved
+
+
+def _best_time(fn, reps: int) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def connect_four(games: int, sims: int) -> None:
+    """Games per CPU-minute of pure-MCTS play, with and without early stopping."""
+    import pgx
+
+    from jaxpuct.envs import adapter, pgx_games
+    from jaxpuct.testing.pure_search import zero_apply
+
+    game = pgx_games.make_pgx_game("connect_four")
+    apply_fn = zero_apply(game.num_actions)
+    root_fn = adapter.make_root_fn(apply_fn, game.environment)
+    recurrent_fn = adapter.make_recurrent_fn(apply_fn, game.environment)
+    env = pgx.make("connect_four")
+    step = jax.vmap(env.step)
+
+    @jax.jit
+    def opening(key):
+        def body(i, carry):
+            state, key = carry
+            key, sub = jax.random.split(key)
+            logits = jnp.where(state.legal_action_mask, 0.0, -jnp.inf)
+            action = jax.random.categorical(sub, logits)
+            return step(state, action), key
+        state = jax.vmap(env.init)(jax.random.split(key, games))
+        return jax.lax.fori_loop(0, 4, body, (state, key))[0]
+
+    @functools.partial(jax.jit, static_argnames=("early_stop",))
+    def ply(state, key, *, early_stop):
+        out = jaxpuct.alphazero_policy(None, key, root_fn(None, None, state), recurrent_fn,
+                                       sims, dirichlet_fraction=0.0, temperature=0.0,
+                                       early_stop=early_stop)
+        saved = out.search_tree.summary().simulations_saved
+        searched = ~state.terminated
+        saved = jnp.zeros(()) if saved is None else jnp.sum(jnp.where(searched, saved, 0))
+        new = step(state, jnp.maximum(out.action, 0))
+        return new, out.action, saved, jnp.sum(searched)
+
+    start_state = opening(jax.random.PRNGKey(1))
+    results = {}
+    for early_stop in (False, True):
+        jax.block_until_ready(ply(start_state, jax.random.PRNGKey(0), early_stop=early_stop))
+        state, moves, saved, searches = start_state, [], 0.0, 0
+        start = time.perf_counter()
+        while not bool(jnp.all(state.terminated)):
+            state, action, s, n = ply(state, jax.random.PRNGKey(0), early_stop=early_stop)
+            moves.append(np.asarray(action))
+            saved += float(s)
+            searches += int(n)
+        seconds = time.perf_counter() - start
+        results[early_stop] = (seconds, np.stack(moves), saved / max(searches * sims, 1),
+                               searches)
+    same = (results[False][1].shape == results[True][1].shape
+            and bool((results[False][1] == results[True][1]).all()))
+    print(f"\nconnect four, {games} games in lockstep, pure MCTS S = {sims}, 4 random opening "
+          f"plies; same games move for move: {same}")
+    print("| early stop | searches | saved (share of S) | s for all games | games per CPU-minute |")
+    print("|---|---|---|---|---|")
+    for early_stop, (seconds, _, share, searches) in results.items():
+        print(f"| {'yes' if early_stop else 'no'} | {searches} | {share:.1%} | {seconds:.1f} "
+              f"| {60 * games / seconds:.0f} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sims", type=int, nargs="*", default=[32, 128, 512])
+    parser.add_argument("--positions", type=int, default=256)
+    parser.add_argument("--single", type=int, default=64,
+                        help="positions searched one per call for the B = 1 timing")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--c4-games", type=int, default=0,
+                        help="connect-four games to play (0: skip)")
+    parser.add_argument("--c4-sims", type=int, default=128)
+    args = parser.parse_args()
+    if args.c4_games:
+        connect_four(args.c4_games, args.c4_sims)
+    if not args.sims:
+        return
+
+    every = tictactoe.all_positions()
+    rng = np.random.default_rng(0)
+    positions = [every[i] for i in rng.choice(len(every), args.positions, replace=False)]
+    codes = np.array([tictactoe.code(p) for p in positions])
+    optimal = tictactoe.optimal_move_table()[codes]
+    state = tictactoe.batch(positions)
+    key = jax.random.PRNGKey(0)
+    print(f"tic-tac-toe, B = {len(positions)} random non-terminal positions, uniform prior, "
+          "zero value, temperature 0; jax", jax.__version__, jax.devices()[0].platform)
+    print("| S | early stop | saved (share of S) | trees stopped | optimal moves | same move "
+          "| s per search (B) | ms per move (B) | ms per move (B = 1) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    singles = [tictactoe.batch([p]) for p in positions[:args.single]]
+    for sims in args.sims:
+        moves = {}
+        for early_stop in (False, True):
+            run = functools.partial(_search, sims=sims, early_stop=early_stop)
+            action, saved = jax.block_until_ready(run(state, key))
+            moves[early_stop] = np.asarray(action)
+            for one in singles[:1]:
+                jax.block_until_ready(run(one, key))  # compile the B = 1 search
+        times = {e: [] for e in (False, True)}
+        single_times = {e: [] for e in (False, True)}
+        for _ in range(args.reps):  # interleaved: the machine is shared
+            for early_stop in (False, True):
+                run = functools.partial(_search, sims=sims, early_stop=early_stop)
+                times[early_stop].append(_best_time(lambda run=run: run(state, key), 1))
+                start = time.perf_counter()
+                for one in singles:
+                    jax.block_until_ready(run(one, key))
+                single_times[early_stop].append(time.perf_counter() - start)
+        _, saved = _search(state, key, sims=sims, early_stop=True)
+        saved = np.asarray(saved)
+        for early_stop in (False, True):
+            good = optimal[np.arange(len(positions)), moves[early_stop]].mean()
+            same = (moves[True] == moves[False]).mean()
+            batch_s = min(times[early_stop])
+            single_ms = 1e3 * min(single_times[early_stop]) / len(singles)
+            share = saved.mean() / sims if early_stop else 0.0
+            stopped = (saved > 0).mean() if early_stop else 0.0
+            print(f"| {sims} | {'yes' if early_stop else 'no'} | {share:.1%} | {stopped:.1%} "
+                  f"| {good:.1%} | {same:.0%} | {batch_s:.3f} "
+                  f"| {1e3 * batch_s / len(positions):.3f} | {single_ms:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
