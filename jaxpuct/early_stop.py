@@ -122,7 +122,7 @@ class EarlyStop(Extension):
       simulation at all;
     * ``after_walk``: a tree whose move the backed-up visits decide stops;
     * ``stop``: a stopped tree's walks do not leave its root;
-    * ``done``: every tree is stopped or has a terminal root.
+    * ``done``: the tree has stopped, or its root is terminal.
 
     Attributes:
       num_simulations: the search's budget ``S`` per tree.

@@ -6,8 +6,9 @@ this frame plus its own rule, expander and final move, in the way pgx's
 
 1. :func:`engine_options` turns the engine keywords that every policy accepts
    (``max_depth``, ``leaves_per_step``, ``virtual_loss``, ``solver``,
-   ``early_stop``, and whether the move needs the second moment) into an :class:`EngineConfig` and
-   the extensions, refusing a meaningless combination with a ``ValueError``;
+   ``early_stop``, and whether the move needs the second moment) into an
+   :class:`EngineConfig` and the extensions, refusing a meaningless combination
+   with a ``ValueError``;
 2. :func:`prepare` checks the root (or the tree to continue) and the root
    mask, splits the keys (one shared key for the model, per-tree keys for noise
    and the move), adds Dirichlet noise to the root prior if asked, and builds

@@ -212,6 +212,19 @@ def test_composes_with_leaves_per_step_solver_and_a_continued_tree():
         assert (cut & ~at_once).any()
 
 
+def test_decided_by_hand():
+    """The rule on hand-made counts: ``N(a) + R < N(b)`` (strict), ``N(b) >= 1``."""
+    visits = np.array([[5, 2, 0], [5, 2, 0], [3, 3, 0], [0, 0, 0], [4, 0, 0], [1, 0, 7]])
+    legal = np.array([[1, 1, 1], [1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 0]], bool)
+    remaining = np.array([2, 3, 0, 5, 9, 1])
+    # 2 + 2 < 5; 2 + 3 would tie; a tie now; no visit yet; a single legal move with a
+    # visit; the illegal action's 7 visits do not count (but 0 + 1 would tie).
+    expected = [True, False, False, False, True, False]
+    got = jaxpuct.early_stop.decided(jnp.asarray(visits), jnp.asarray(legal),
+                                     jnp.asarray(remaining))
+    np.testing.assert_array_equal(np.asarray(got), expected)
+
+
 def _trace(fn):
     """Traces ``fn`` without compiling it (a refusal raises while tracing)."""
     return jax.eval_shape(fn)
