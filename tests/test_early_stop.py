@@ -86,8 +86,8 @@ def _continued(tree, keys, mask):
 
 def _root(out):
     tree = out.search_tree
-    visits = np.asarray(tree.edge_visits[:, 0])
-    legal = np.asarray(tree.children_index[:, 0]) != jaxpuct.ILLEGAL
+    visits = np.asarray(tree.edge_visits)[:, 0]
+    legal = np.asarray(tree.children_index)[:, 0] != jaxpuct.ILLEGAL
     return visits, legal
 
 
@@ -189,7 +189,7 @@ def test_a_stopped_tree_does_not_change_the_others():
 def test_composes_with_leaves_per_step_solver_and_a_continued_tree():
     k = 4
     (first_full, _), (first_stopped, _) = _full_and_stopped()
-    keys = jax.vmap(jax.random.fold_in, (0, None))(_KEYS, 1)
+    keys = jax.random.split(jax.random.PRNGKey(4), B)
     for start_tree in (first_full.search_tree, first_stopped.search_tree):
         full, _, _ = _continued(start_tree, keys, _NONE)
         stopped, saved, proven = _continued(start_tree, keys, _ALL)
@@ -198,7 +198,7 @@ def test_composes_with_leaves_per_step_solver_and_a_continued_tree():
         np.testing.assert_array_equal(_most_visited(visits, legal),
                                       _most_visited(full_visits, legal))
         assert np.all(visits <= full_visits)
-        start = np.asarray(start_tree.edge_visits[:, 0]).sum(-1)
+        start = np.asarray(start_tree.edge_visits)[:, 0].sum(-1)
         saved, proven = np.asarray(saved), np.asarray(proven)
         # The budget counts from the visits the continued root started with.
         np.testing.assert_array_equal(saved, start + S - visits.sum(-1))
@@ -220,8 +220,7 @@ def test_decided_by_hand():
     # 2 + 2 < 5; 2 + 3 would tie; a tie now; no visit yet; a single legal move with a
     # visit; the illegal action's 7 visits do not count (but 0 + 1 would tie).
     expected = [True, False, False, False, True, False]
-    got = jaxpuct.early_stop.decided(jnp.asarray(visits), jnp.asarray(legal),
-                                     jnp.asarray(remaining))
+    got = jax.jit(jaxpuct.early_stop.decided)(visits, legal, remaining)
     np.testing.assert_array_equal(np.asarray(got), expected)
 
 
