@@ -26,20 +26,25 @@ action and document the rest.
 
 How it rides along (:mod:`jaxpuct.extensions`): :class:`EarlyStop` stores a
 :class:`StopState` in ``Tree.early_stop`` at ``prepare``; ``after_walk``
-re-checks the rule after each backup (O(B * A), next to the O(B * D * A) walk);
-``stop`` at the root keeps a decided tree's walks from leaving it, and ``done``
-ends the loop when every tree is decided (or its root is terminal). The
-decision is read from the stored flag, never from the visit counts inside a
-step: the pending walks of a step (:mod:`jaxpuct.virtual_loss`) mark the root's
-counts while the step's walks are selected.
+counts the walks and, at the end of each step, checks the rule (O(B * A),
+next to the O(B * D * A) walk); ``stop`` at the root keeps a decided tree's
+walks from leaving it, and ``done`` ends the loop when every tree is decided
+(or its root is terminal). The decision is read from the stored state, never
+from the visit counts inside a step: the pending walks of a step
+(:mod:`jaxpuct.virtual_loss`) mark the root's counts while the step's walks
+are selected.
 
-Counting ``R`` from the root's visits: ``R = visit_budget - Σ_a N(root, a)``
-with ``visit_budget`` the root's visit total when the search began plus
-``num_simulations`` (a continued tree starts with its inherited visits). With
-``K = leaves_per_step`` walks come ``K`` per step and a tree stops between
-steps; every walk of an undecided tree adds one root visit, so ``R`` is exact
-(a walk that found no selectable edge, possible with ``K > 1``, adds none:
-``R`` then overstates what is left, which only delays a stop).
+Counting ``R``: the loop gives every tree ``K = leaves_per_step`` walks per
+step, and ``after_walk`` runs once per walk for the whole batch, so the walks
+left, ``R = num_simulations - walks so far``, are counted there (the same for
+every tree; a continued tree counts only this search's walks, whatever visits
+it inherited). The rule is checked when ``R`` is a multiple of ``K``: after
+the step's last backup, when the visits hold all its walks (a tree backup
+calls ``after_walk`` once the ``K`` backups are done, a graph backup after
+each). A decided tree stops between steps and skips ``R`` walks. ``R`` is
+not read from the root's visits: a walk that finds no selectable edge (a
+step of ``K > 1`` walks can claim every one) adds no visit, and would count
+as a walk still to come.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import chex
 import jax.numpy as jnp
 
 from jaxpuct.extensions import Extension
+from jaxpuct.solver import root_proven
 from jaxpuct.tree import ILLEGAL, Tree
 from jaxpuct.walk import Walk
 
@@ -59,22 +65,22 @@ class StopState:
     """The early-stopping state of one search, per tree (``Tree.early_stop``).
 
     Attributes:
-      visit_budget: ``[B]`` int32 root visit total ``Σ_a N(root, a)`` at which
-        the search's simulations run out (its total at the start plus
-        ``num_simulations``).
+      walks_left: ``[B]`` int32 walks the loop will still give each tree (the
+        budget ``num_simulations`` minus the walks so far).
       enabled: ``[B]`` bool, the trees that may stop early.
-      stopped: ``[B]`` bool, the trees whose move is decided: they take no more
-        simulations.
+      saved: ``[B]`` int32 the walks a decided tree skips (``walks_left`` when
+        it stopped); 0 for a tree that has not stopped.
     """
 
-    visit_budget: chex.Array
+    walks_left: chex.Array
     enabled: chex.Array
-    stopped: chex.Array
+    saved: chex.Array
 
-
-def root_visit_total(tree: Tree) -> chex.Array:
-    """``[B]`` int32 ``Σ_a N(root, a)``: the simulations the root has seen."""
-    return jnp.sum(tree.edge_visits[:, Tree.ROOT_INDEX], axis=-1, dtype=jnp.int32)
+    @property
+    def stopped(self) -> chex.Array:
+        """``[B]`` bool: the tree's move is decided and it takes no more walks (a
+        tree decided with no walk left saves nothing and need not stop)."""
+        return self.saved > 0
 
 
 def decided(visits: chex.Array, legal: chex.Array, remaining: chex.Array) -> chex.Array:
@@ -91,17 +97,10 @@ def decided(visits: chex.Array, legal: chex.Array, remaining: chex.Array) -> che
     return (top >= 1) & ~overtakable
 
 
-def remaining_simulations(tree: Tree) -> chex.Array:
-    """``[B]`` int32 simulations of the budget a tree of an early-stopping search
-    has not run (needs ``tree.early_stop``); after the search,
-    ``tree.summary().simulations_saved``."""
-    return jnp.maximum(tree.early_stop.visit_budget - root_visit_total(tree), 0)
-
-
-def root_decided(tree: Tree) -> chex.Array:
-    """``[B]`` bool :func:`decided` at each root, with the simulations left."""
+def root_decided(tree: Tree, remaining: chex.Array) -> chex.Array:
+    """``[B]`` bool :func:`decided` at each root with ``remaining [B]`` walks left."""
     legal = tree.children_index[:, Tree.ROOT_INDEX] != ILLEGAL
-    return decided(tree.edge_visits[:, Tree.ROOT_INDEX], legal, remaining_simulations(tree))
+    return decided(tree.edge_visits[:, Tree.ROOT_INDEX], legal, remaining)
 
 
 def enable_only(tree: Tree, enabled: chex.Array) -> Tree:
@@ -110,7 +109,7 @@ def enable_only(tree: Tree, enabled: chex.Array) -> Tree:
     state = tree.early_stop
     enabled = jnp.broadcast_to(jnp.asarray(enabled).astype(jnp.bool_), state.enabled.shape)
     return tree.replace(early_stop=state.replace(enabled=state.enabled & enabled,
-                                                 stopped=state.stopped & enabled))
+                                                 saved=jnp.where(enabled, state.saved, 0)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,42 +118,52 @@ class EarlyStop(Extension):
 
     * ``prepare``: the tree gets a :class:`StopState` for this search; a
       continued tree whose inherited visits already decide its move takes no
-      simulation at all;
-    * ``after_walk``: a tree whose move the backed-up visits decide stops;
+      walk at all;
+    * ``after_walk``: counts the walk; at the end of a step, a tree whose move
+      the visits decide stops;
     * ``stop``: a stopped tree's walks do not leave its root;
     * ``done``: the tree has stopped, or its root is terminal.
 
     Attributes:
       num_simulations: the search's budget ``S`` per tree.
+      leaves_per_step: ``K``, walks per tree per step (``S`` is a multiple).
     """
 
     num_simulations: int
+    leaves_per_step: int = 1
 
     def prepare(self, tree: Tree, continued: bool) -> Tree:
         del continued
-        budget = root_visit_total(tree) + jnp.int32(self.num_simulations)
-        enabled = jnp.ones((tree.batch_size,), jnp.bool_)
-        tree = tree.replace(early_stop=StopState(visit_budget=budget, enabled=enabled,
-                                                 stopped=jnp.zeros_like(enabled)))
-        return self._update(tree)
+        left = jnp.full((tree.batch_size,), self.num_simulations, jnp.int32)
+        state = StopState(walks_left=left, enabled=jnp.ones(left.shape, jnp.bool_),
+                          saved=jnp.zeros_like(left))
+        return self._check(tree.replace(early_stop=state), jnp.bool_(True))
 
     def stop(self, tree: Tree, node: chex.Array) -> chex.Array:
         return tree.early_stop.stopped & (node == Tree.ROOT_INDEX)
 
     def after_walk(self, tree: Tree, walk: Walk, several: bool) -> Tree:
         del walk, several
-        return self._update(tree)
+        state = tree.early_stop
+        left = state.walks_left - 1
+        tree = tree.replace(early_stop=state.replace(walks_left=left))
+        # Only after the step's last walk do the visits hold all of its walks.
+        return self._check(tree, left[0] % self.leaves_per_step == 0)
 
     def done(self, tree: Tree) -> chex.Array:
         return tree.early_stop.stopped | tree.node_terminal[:, Tree.ROOT_INDEX]
 
     @staticmethod
-    def _update(tree: Tree) -> Tree:
+    def _check(tree: Tree, step_end: chex.Array) -> Tree:
+        """Stops the enabled trees the visits decide, where ``step_end``."""
         state = tree.early_stop
-        # Once stopped, the root's visits (so R too) stop changing: it stays so.
-        stopped = state.stopped | (state.enabled & root_decided(tree))
-        return tree.replace(early_stop=state.replace(stopped=stopped))
+        # A stopped tree's visits no longer change and R only shrinks, so it stays
+        # decided and keeps the count it stopped with. A root the solver proved
+        # takes no-op walks already: they are not this extension's savings.
+        newly = (step_end & state.enabled & ~state.stopped & ~root_proven(tree)
+                 & root_decided(tree, state.walks_left))
+        return tree.replace(early_stop=state.replace(
+            saved=jnp.where(newly, state.walks_left, state.saved)))
 
 
-__all__ = ["EarlyStop", "StopState", "decided", "enable_only", "remaining_simulations",
-           "root_decided", "root_visit_total"]
+__all__ = ["EarlyStop", "StopState", "decided", "enable_only", "root_decided"]

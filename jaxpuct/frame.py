@@ -94,7 +94,7 @@ def engine_options(num_simulations: int, max_depth: int | None, max_nodes_hint: 
         extensions.append(solver_ext)
     on = early_stop_on(early_stop)
     if on:
-        extensions.append(early_stop_lib.EarlyStop(num_simulations))
+        extensions.append(early_stop_lib.EarlyStop(num_simulations, leaves_per_step))
     return Options(config=config, extensions=tuple(extensions), solver=solver_ext,
                    early_stop=early_stop if on else None)
 

@@ -121,7 +121,7 @@ def alphazero_policy(
         not those whose visit distribution is learned from. Refused with
         ``value_weighted=True`` and ``final_move="lcb"`` (their move is not the
         most visited action). ``search_tree.summary().simulations_saved``
-        ``[B]`` counts the simulations not run.
+        ``[B]`` counts the simulations each tree skipped.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A], search_tree)``. A root

@@ -101,8 +101,8 @@ class Tree:
         plies of its proof (0 at a terminal node). A proven node's ``node_values``
         holds its exact value. 4 bytes per node.
       early_stop: :class:`jaxpuct.early_stop.StopState` (``[B]`` arrays: the
-        root visit budget, which trees may stop, which have stopped) of a search
-        with early stopping, or ``None``. It belongs to one search: a continued
+        walks left, which trees may stop, the walks a stopped tree skipped) of a
+        search with early stopping, or ``None``. It belongs to one search: a continued
         search or ``subtree`` starts without it.
       graph: static ``GraphConfig`` of a graph, or ``None``.
       chance: static :class:`ChanceLayout` of a tree with chance nodes, or ``None``.
@@ -187,8 +187,7 @@ class Tree:
             value=self.node_values[:, self.ROOT_INDEX],
             qvalues=self.qvalues(root),
             unstored_leaves=self.unstored_leaves(),
-            simulations_saved=(None if self.early_stop is None else jnp.maximum(
-                self.early_stop.visit_budget - jnp.sum(counts, axis=-1, dtype=jnp.int32), 0)),
+            simulations_saved=None if self.early_stop is None else self.early_stop.saved,
         )
 
     def unstored_leaves(self) -> chex.Array:

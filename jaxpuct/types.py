@@ -94,11 +94,11 @@ class SearchSummary:
         store because it was full (see ``Tree.unstored_leaves``); more than a few
         means ``max_nodes`` is too small for the search (or for the search plus
         the subtree it continued).
-      simulations_saved: ``[B]`` int32 simulations of the budget the search did
-        not run, with early stopping (``early_stop=``; see
-        :mod:`jaxpuct.early_stop`): those a decided tree skipped, and those a
-        terminal or solver-proven root did not need. ``None`` without early
-        stopping.
+      simulations_saved: ``[B]`` int32 simulations early stopping skipped
+        (``early_stop=``; see :mod:`jaxpuct.early_stop`): the walks the loop
+        would still have given a tree when its move was decided; 0 for a tree
+        that searched its budget (a terminal or solver-proven root, which takes
+        no-op walks, counts 0 too). ``None`` without early stopping.
     """
 
     visit_counts: chex.Array

@@ -6,8 +6,8 @@ A supported cell's tree passes :func:`jaxpuct.testing.check_tree`, its move is a
 legal root action and its target a distribution over the legal actions; where an
 oracle exists it is checked too (solver proofs against backward induction;
 graph search without transpositions against tree search; early stopping keeps
-the plain search's most visited action and counts the simulations it saved). A refused cell raises
-a ``ValueError`` whose message names the argument and says why.
+the plain search's most visited action and counts the simulations it saved). A
+refused cell raises a ``ValueError`` whose message names the argument and says why.
 """
 
 from __future__ import annotations
@@ -141,14 +141,14 @@ def test_policy_with_feature(policy, feature, mode):
 
 def _check_early_stop(tree, plain, num_actions: int) -> None:
     """The plain search's most visited legal root action is kept; the simulations
-    saved are the budget the root's visits did not use."""
+    saved are the budget the root's visits did not use (one walk per step)."""
     visits = np.asarray(tree.edge_visits[:, 0, :num_actions])
     plain_visits = np.asarray(plain.search_tree.edge_visits[:, 0, :num_actions])
     legal = np.asarray(tree.children_index[:, 0, :num_actions]) != jaxpuct.ILLEGAL
     np.testing.assert_array_equal(np.argmax(np.where(legal, visits, -1), -1),
                                   np.argmax(np.where(legal, plain_visits, -1), -1))
     saved = np.asarray(tree.summary().simulations_saved)
-    np.testing.assert_array_equal(saved, S - visits.sum(-1))
+    np.testing.assert_array_equal(saved, np.where(legal.any(-1), S - visits.sum(-1), 0))
     assert np.all(visits <= plain_visits)
 
 
