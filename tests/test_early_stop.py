@@ -2,18 +2,20 @@
 
 Tic-tac-toe positions (uniform prior, zero value, exact terminals), ``S = 32``,
 temperature 0, no noise, under ``jit``. Early stopping is traced as a ``[B]``
-mask, so one compiled search serves both the stopped and the full search (a
-mask of ``False`` everywhere is checked to be the search without early stopping):
+mask, so one compiled search serves both the stopped and the full search (with
+the mask off every searchable root runs its whole budget; the search compiled
+without ``early_stop`` is compared in ``test_composition.py``):
 
 * the oracle: the most visited legal root action, and the move, are the full
   search's for every tree;
-* the count: ``simulations_saved`` is the budget minus the root visits, it is
-  0 where the full search ends in a tie at the top (a stop would have kept a
-  strict maximum), and a stopped tree's visits satisfy the rule, and would not
-  have one step earlier (NumPy, from the counts: ``1 <= gap - saved <= 2K``);
+* the count: ``simulations_saved`` is what the root's visits did not use (one
+  walk per step), it is 0 where the full search ends in a tie at the top (a stop
+  would have kept a strict maximum), and a stopped tree's visits satisfy the
+  rule and would not have one step earlier (NumPy, from the counts:
+  ``1 <= gap - saved <= 2K``); the rule itself on hand-made counts;
 * batch independence: a tree's search does not depend on which others stop,
-  on their order, or on their being there at all (single-tree runs);
-* composition: ``leaves_per_step=4`` with the solver, and a continued tree.
+  on their order, or on their being there at all (a batch of its copies);
+* composition: a continued tree, four leaves per step, the solver.
 """
 
 from __future__ import annotations
