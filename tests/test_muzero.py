@@ -17,7 +17,8 @@ import pytest
 
 import jaxpuct
 from jaxpuct.muzero import model as model_lib
-from jaxpuct.muzero import networks
+from jaxpuct.muzero import networks, replay, training
+from jaxpuct.muzero import targets as targets_lib
 from jaxpuct.muzero import value_transform as vt
 from jaxpuct.testing import check_tree
 
@@ -175,3 +176,272 @@ def test_model_runs_inside_both_policies_with_a_root_mask_only():
         np.testing.assert_allclose(discounts[nodes], 0.9)
     # The last root has one legal move: every simulation goes there.
     assert int(puct.search_tree.edge_visits[2, 0, 0]) == 12
+
+
+# --------------------------------------------------------------- targets and replay
+
+
+def nstep_numpy(rewards, values, discount, n):
+    """z_t of one episode (lists), the definition written out."""
+    length = len(rewards)
+    z = []
+    for t in range(length):
+        total = sum(discount ** i * rewards[t + i] for i in range(n) if t + i < length)
+        if t + n < length:
+            total += discount ** n * values[t + n]
+        z.append(total)
+    return z
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _n_step(rewards, values, episode_end, valid, discount, n):
+    return targets_lib.n_step_values(rewards, values, episode_end, valid, discount, n)
+
+
+@pytest.mark.parametrize("discount", [0.9, -1.0])
+def test_n_step_values_match_numpy_on_trajectories_with_episode_ends(discount):
+    rng = np.random.default_rng(0)
+    n = 3
+    # Row 0: episodes of 4 and 5 steps back to back, then 1 empty row; row 1: one
+    # episode of 2 steps and 8 empty rows; row 2: an episode of 10 (no end inside).
+    lengths = [[4, 5], [2], [10]]
+    rewards = rng.normal(size=(3, 10)).astype(np.float32)
+    values = rng.normal(size=(3, 10)).astype(np.float32)
+    end = np.zeros((3, 10), bool)
+    valid = np.zeros((3, 10), bool)
+    expected = np.zeros((3, 10))
+    for row, episodes in enumerate(lengths):
+        start = 0
+        for length in episodes:
+            stop = start + length
+            valid[row, start:stop] = True
+            end[row, stop - 1] = stop < 10 or row != 2
+            expected[row, start:stop] = nstep_numpy(rewards[row, start:stop],
+                                                    values[row, start:stop], discount, n)
+            start = stop
+    # Row 2 has no end: the sequence's own end cuts the sum as an episode end would.
+    got = _n_step(jnp.asarray(rewards), jnp.asarray(values), jnp.asarray(end),
+                  jnp.asarray(valid), discount, n)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def write_numpy_episodes(buffer, episodes, write):
+    """Writes episodes (dicts of per-step arrays) as one padded [B, T] call; the
+    write itself marks each episode's last step as its end."""
+    steps = max(len(e["reward"]) for e in episodes)
+
+    def field(name, shape=(), dtype=np.float32):
+        out = np.zeros((len(episodes), steps, *shape), dtype)
+        for b, e in enumerate(episodes):
+            out[b, :len(e[name])] = e[name]
+        return jnp.asarray(out)
+
+    written = np.zeros((len(episodes), steps), bool)
+    for b, e in enumerate(episodes):
+        written[b, :len(e["reward"])] = True
+    return write(buffer, field("obs", (OBS_SIZE,)), field("action", (), np.int32),
+                 field("reward"), field("policy", (NUM_ACTIONS,)), field("root_value"),
+                 jnp.zeros(written.shape, jnp.bool_), jnp.asarray(written))
+
+
+def random_episode(rng, length):
+    policy = rng.random((length, NUM_ACTIONS)).astype(np.float32)
+    return {"obs": rng.normal(size=(length, OBS_SIZE)).astype(np.float32),
+            "action": rng.integers(0, NUM_ACTIONS, length),
+            "reward": rng.normal(size=length).astype(np.float32),
+            "policy": policy / policy.sum(-1, keepdims=True),
+            "root_value": rng.normal(size=length).astype(np.float32)}
+
+
+_WRITE = jax.jit(lambda buf, obs, action, reward, policy, value, end, written: (
+    replay.write_episodes(buf, obs, action, reward, policy, value, end, written)))
+_SAMPLE = jax.jit(replay.sample, static_argnums=(2, 3, 4, 5, 6, 7))
+
+
+def test_ring_buffer_windows_give_the_numpy_targets_after_wrapping():
+    rng = np.random.default_rng(1)
+    k, n, discount = 2, 3, 0.9
+    buffer = replay.empty_buffer(16, (OBS_SIZE,), jnp.float32, NUM_ACTIONS)
+    first = [random_episode(rng, 5), random_episode(rng, 7)]
+    second = [random_episode(rng, 6), random_episode(rng, 3)]
+    buffer = write_numpy_episodes(buffer, first, _WRITE)
+    buffer = write_numpy_episodes(buffer, second, _WRITE)
+    # 21 steps in a ring of 16: the first episode's first 5 rows are overwritten
+    # by the last of the 9 newest; rows hold, in order from row 5 (the oldest),
+    # episode 2 (7), episode 3 (6), episode 4 (3).
+    assert int(buffer.next_row) == 5 and int(replay.filled_rows(buffer)) == 16
+    layout = {}  # row -> (episode, step)
+    row = 5
+    for episode in [first[1], *second]:
+        for t in range(len(episode["reward"])):
+            layout[row % 16] = (episode, t)
+            row += 1
+    assert sorted(layout) == list(range(16))
+    batch = _SAMPLE(buffer, jax.random.key(4), 64, k, n, discount, 0.0, 1.0)
+    np.testing.assert_array_equal(batch.weights, 1.0)
+    assert len(set(np.asarray(batch.index).tolist())) > 10  # most rows drawn
+    for b, start in enumerate(np.asarray(batch.index)):
+        episode, t = layout[int(start)]
+        length = len(episode["reward"])
+        z = nstep_numpy(episode["reward"], episode["root_value"], discount, n)
+        np.testing.assert_allclose(batch.obs[b], episode["obs"][t], rtol=1e-6)
+        for step in range(k + 1):
+            inside = t + step < length
+            np.testing.assert_allclose(batch.targets.value[b, step],
+                                       z[t + step] if inside else 0.0, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{start} {t} {step} {length}")
+            assert bool(batch.targets.policy_mask[b, step]) == inside
+            np.testing.assert_allclose(batch.targets.policy[b, step],
+                                       episode["policy"][t + step] if inside else 0.0,
+                                       rtol=1e-6)
+            if step:
+                acted = t + step - 1 < length
+                np.testing.assert_allclose(
+                    batch.targets.reward[b, step],
+                    episode["reward"][t + step - 1] if acted else 0.0, rtol=1e-6)
+                if acted:
+                    assert int(batch.actions[b, step - 1]) == episode["action"][t + step - 1]
+    assert np.all((np.asarray(batch.actions) >= 0) & (np.asarray(batch.actions) < NUM_ACTIONS))
+
+
+def test_prioritised_sampling_follows_the_priorities_with_importance_weights():
+    rng = np.random.default_rng(2)
+    buffer = replay.empty_buffer(8, (OBS_SIZE,), jnp.float32, NUM_ACTIONS)
+    buffer = write_numpy_episodes(buffer, [random_episode(rng, 6)], _WRITE)
+    # New rows take the largest priority so far (1 in an empty buffer).
+    np.testing.assert_array_equal(buffer.priority[:6], 1.0)
+    priority = np.array([0.5, 1.0, 2.0, 4.0, 0.25, 1.0], np.float32)
+    buffer = replay.update_priorities(buffer, jnp.arange(6), jnp.asarray(priority))
+    alpha, beta = 0.5, 0.4
+    batch = _SAMPLE(buffer, jax.random.key(5), 4000, 1, 1, 1.0, alpha, beta)
+    index = np.asarray(batch.index)
+    assert index.max() < 6  # only filled rows
+    p = priority ** alpha / np.sum(priority ** alpha)
+    freq = np.bincount(index, minlength=6) / len(index)
+    np.testing.assert_allclose(freq, p, atol=0.03)
+    w = (6 * p[index]) ** -beta
+    np.testing.assert_allclose(batch.weights, w / w.max(), rtol=1e-5)
+    # The priorities of trajectories: |v - z| (+1e-6).
+    episode = random_episode(rng, 4)
+    written = jnp.ones((1, 4), jnp.bool_)
+    got = replay.trajectory_priorities(jnp.asarray(episode["reward"])[None],
+                                       jnp.asarray(episode["root_value"])[None],
+                                       jnp.zeros((1, 4), jnp.bool_), written, 0.9, 2)
+    z = nstep_numpy(episode["reward"], episode["root_value"], 0.9, 2)
+    np.testing.assert_allclose(got[0], np.abs(episode["root_value"] - z) + 1e-6, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ loss and training
+
+LOSS = training.LossConfig(value_weight=0.25, reward_weight=0.7, policy_weight=1.3)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _loss(model, params, batch):
+    return training.unroll_loss(model.network(params), batch, LOSS)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _plain_unroll(model, params, obs, actions):
+    """The unroll written out step by step, without any gradient scaling."""
+    net = model.network(params)
+    latent = net.represent(obs)
+    logits, values, rewards = [], [], []
+    for k in range(actions.shape[1] + 1):
+        p, v = net.predict(latent)
+        logits.append(p)
+        values.append(v)
+        if k < actions.shape[1]:
+            r, latent = net.dynamics(latent, actions[:, k])
+            rewards.append(r)
+    return jnp.stack(logits, 1), jnp.stack(values, 1), jnp.stack(rewards, 1)
+
+
+def log_softmax_numpy(x):
+    x = np.asarray(x, np.float64)
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def two_hot_numpy(x, size):
+    y = np.clip(h_numpy(x), -size, size)
+    low = np.floor(y)
+    out = np.zeros(np.shape(x) + (2 * size + 1,))
+    np.put_along_axis(out, (low + size).astype(int)[..., None], (1 - (y - low))[..., None],
+                      -1)
+    upper = np.minimum(low + size + 1, 2 * size).astype(int)[..., None]
+    np.put_along_axis(out, upper, np.take_along_axis(out, upper, -1) + (y - low)[..., None],
+                      -1)
+    return out
+
+
+def random_batch(rng, batch, k):
+    policy = rng.random((batch, k + 1, NUM_ACTIONS)).astype(np.float32)
+    mask = rng.random((batch, k + 1)) < 0.8
+    mask[:, 0] = True
+    targets = targets_lib.UnrollTargets(
+        value=jnp.asarray(rng.normal(size=(batch, k + 1)) * 3, jnp.float32),
+        reward=jnp.asarray(rng.normal(size=(batch, k + 1)), jnp.float32),
+        policy=jnp.asarray(policy / policy.sum(-1, keepdims=True)),
+        policy_mask=jnp.asarray(mask))
+    return replay.Batch(obs=jnp.asarray(rng.normal(size=(batch, OBS_SIZE)), jnp.float32),
+                        actions=jnp.asarray(rng.integers(0, NUM_ACTIONS, (batch, k)),
+                                            jnp.int32),
+                        targets=targets,
+                        weights=jnp.asarray(rng.random(batch) + 0.5, jnp.float32),
+                        index=jnp.zeros((batch,), jnp.int32))
+
+
+def test_unroll_loss_matches_a_numpy_recomputation():
+    model, params = tiny_model()
+    k = 3
+    batch = random_batch(np.random.default_rng(3), 5, k)
+    loss, metrics = _loss(model, params, batch)
+    logits, values, rewards = (np.asarray(x) for x in
+                               _plain_unroll(model, params, batch.obs, batch.actions))
+    t = jax.tree.map(np.asarray, batch.targets)
+    size = CATEGORICAL.value_support
+    policy = -np.sum(t.policy * log_softmax_numpy(logits), -1) * t.policy_mask
+    value = -np.sum(two_hot_numpy(t.value, size) * log_softmax_numpy(values), -1)
+    reward = -np.sum(two_hot_numpy(t.reward[:, 1:], size) * log_softmax_numpy(rewards), -1)
+    w = np.array([1.0] + [1.0 / k] * k)
+    per_row = 1.3 * policy @ w + 0.25 * value @ w + 0.7 * reward @ w[1:]
+    np.testing.assert_allclose(loss, np.mean(np.asarray(batch.weights) * per_row), rtol=1e-5)
+    np.testing.assert_allclose(metrics["policy_loss"], np.mean(policy @ w), rtol=1e-5)
+    np.testing.assert_allclose(metrics["reward_loss"], np.mean(reward @ w[1:]), rtol=1e-5)
+    v0 = np.asarray(vt.logits_to_scalar(jnp.asarray(values[:, 0]), CATEGORICAL.value))
+    np.testing.assert_allclose(metrics["priority"], np.abs(v0 - t.value[:, 0]), rtol=1e-5)
+    # A scalar (tanh) head's loss is the squared error.
+    np.testing.assert_allclose(training.head_loss(jnp.array([0.5, -0.2]), jnp.array([1.0, 0.3]),
+                                                  None), [0.25, 0.25], rtol=1e-6)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _reward_jacobian(model, params, obs, actions, scale):
+    """d(sum of each unroll step's reward logits) / d(representation parameters)."""
+    def rewards(p):
+        preds = training.unroll(model.network(p), obs, actions, scale)
+        return jnp.sum(preds.reward, axis=(0, 2))  # [K]
+    return jax.jacrev(rewards)(params)
+
+
+def test_the_gradient_is_halved_at_each_dynamics_input():
+    model, params = tiny_model()
+    rng = np.random.default_rng(4)
+    obs = jnp.asarray(rng.normal(size=(3, OBS_SIZE)), jnp.float32)
+    actions = jnp.asarray(rng.integers(0, NUM_ACTIONS, (3, 2)), jnp.int32)
+    halved = _reward_jacobian(model, params, obs, actions, 0.5)
+    plain = _reward_jacobian(model, params, obs, actions, 1.0)
+    for (path, got), (_, want) in zip(jax.tree_util.tree_leaves_with_path(halved),
+                                      jax.tree_util.tree_leaves_with_path(plain), strict=True):
+        name = jax.tree_util.keystr(path)
+        if "repr" in name:
+            # Step k's reward reaches the representation through k dynamics inputs.
+            for k in range(2):
+                np.testing.assert_allclose(got[k], 0.5 ** (k + 1) * want[k], rtol=1e-5,
+                                           atol=1e-8)
+        elif "dyn" in name or "reward" in name:
+            # The first step's reward sees its dynamics unscaled.
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-8)
+    assert any("repr" in jax.tree_util.keystr(p) and np.abs(g).max() > 0
+               for p, g in jax.tree_util.tree_leaves_with_path(plain))
