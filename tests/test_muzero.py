@@ -8,12 +8,14 @@ kind of call, shared across cases at module level.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 import jaxpuct
 from jaxpuct.muzero import model as model_lib
@@ -23,6 +25,7 @@ from jaxpuct.muzero import value_transform as vt
 from jaxpuct.testing import check_tree
 
 EPS = 1e-3
+GAMMA = 0.9  # the discount of the file's model, the ring test and the chain
 
 
 def h_numpy(x):
@@ -52,10 +55,25 @@ def test_transform_matches_float64_and_round_trips_from_0_to_1e6():
     assert np.max(np.abs(back64 - x)[nonzero] / np.abs(x)[nonzero]) < 2e-6
 
 
-def test_two_hot_matches_numpy_and_its_expectation_gives_the_scalar_back():
+def h_inverse_numpy(y):
+    """The textbook inverse in float64 (no cancellation to fear there)."""
+    b = (np.sqrt(1 + 4 * EPS * (np.abs(y) + 1 + EPS)) - 1) / (2 * EPS)
+    return np.sign(y) * (b * b - 1)
+
+
+@jax.jit
+def _two_hot_round_trip(x):
     support = vt.Support(5)
-    x = np.array([0.0, 0.3, -0.3, 1.0, -2.5, 17.0, 30.0, -30.0, 1e4, -1e4], np.float32)
-    probs = np.asarray(vt.scalar_to_two_hot(jnp.asarray(x), support))
+    probs = vt.scalar_to_two_hot(x, support)
+    logits = jnp.log(jnp.maximum(probs, 1e-30))
+    return (probs, vt.two_hot_to_scalar(probs, support), vt.logits_to_scalar(logits, support),
+            vt.h_inverse(5.0))
+
+
+def test_two_hot_matches_numpy_and_its_expectation_gives_the_scalar_back():
+    x = np.array([0.0, 0.3, -0.3, 1.0, -2.5, 17.0, 30.0, -30.0, 1e4, -1e4,
+                  h_inverse_numpy(3.7)], np.float32)
+    probs, back, decoded, edge = (np.asarray(a) for a in _two_hot_round_trip(jnp.asarray(x)))
     expected = np.zeros((len(x), 11))
     for row, value in enumerate(h_numpy(x)):
         y = min(max(value, -5.0), 5.0)
@@ -66,19 +84,14 @@ def test_two_hot_matches_numpy_and_its_expectation_gives_the_scalar_back():
     np.testing.assert_allclose(probs, expected, atol=1e-6)
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
     inside = np.abs(h_numpy(x)) <= 5  # beyond the support the target is clipped
-    back = np.asarray(vt.two_hot_to_scalar(jnp.asarray(probs), support))
     np.testing.assert_allclose(back[inside], x[inside], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(back[~inside], np.sign(x[~inside]) * float(vt.h_inverse(5.0)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(back[~inside], np.sign(x[~inside]) * edge, rtol=1e-6)
     # Logits that are the log of the two-hot decode to the same scalar.
-    logits = np.log(np.maximum(probs, 1e-30))
-    np.testing.assert_allclose(vt.logits_to_scalar(jnp.asarray(logits), support)[inside],
-                               x[inside], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(decoded[inside], x[inside], rtol=1e-4, atol=1e-5)
     # The worked example: h(x) = 3.7 puts 0.3 on atom 3 and 0.7 on atom 4.
-    np.testing.assert_allclose(vt.scalar_to_two_hot(vt.h_inverse(3.7), support)[8:10],
-                               [0.3, 0.7], atol=1e-5)
+    np.testing.assert_allclose(probs[-1, 8:10], [0.3, 0.7], atol=1e-5)
     with pytest.raises(ValueError, match="11 atoms"):
-        vt.logits_to_scalar(jnp.zeros((2, 10)), support)
+        vt.logits_to_scalar(jnp.zeros((2, 10)), vt.Support(5))
 
 
 # ---------------------------------------------------------------- network and model
@@ -90,11 +103,12 @@ CATEGORICAL = networks.NetworkConfig(hidden=(16,), latent_size=8, value_support=
 
 
 @functools.cache
-def tiny_model(config=CATEGORICAL, obs_shape=(OBS_SIZE,), discount=0.9, zero_sum=False):
+def tiny_model(zero_sum=False):
+    """The one small network of the file (its compiled functions are shared)."""
     # An "rbg" key: its initialisers compile much faster on CPU than threefry's.
-    graphdef, state = networks.init_network(config, NUM_ACTIONS, obs_shape,
+    graphdef, state = networks.init_network(CATEGORICAL, NUM_ACTIONS, (OBS_SIZE,),
                                             jax.random.key(0, impl="rbg"))
-    return model_lib.MuZeroModel(graphdef, discount=discount, zero_sum=zero_sum), state
+    return model_lib.MuZeroModel(graphdef, discount=GAMMA, zero_sum=zero_sum), state
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -111,6 +125,16 @@ def _forward(model, params, obs, action):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
+def _init_and_forward(config, obs_shape, obs, action):
+    """A new network and one step of it, in one compiled program."""
+    net = networks.MuZeroNetwork(config, NUM_ACTIONS, obs_shape,
+                                 rngs=nnx.Rngs(jax.random.key(0, impl="rbg")))
+    latent = net.represent(obs)
+    reward, next_latent = net.dynamics(latent, action)
+    return latent, reward, next_latent, net.predict(next_latent)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
 def _both_policies(model, num_simulations, params, key, obs, legal):
     root = model.root(params, obs, legal)
     puct = jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn, num_simulations,
@@ -121,19 +145,24 @@ def _both_policies(model, num_simulations, params, key, obs, legal):
 
 
 def test_latents_are_min_max_scaled_and_the_heads_have_the_support():
-    for config, shape in ((CATEGORICAL, (OBS_SIZE,)),
-                          (networks.NetworkConfig(kind="resnet", hidden=(8,), channels=4,
-                                                  num_blocks=1, value_support=3), (2, 3, 2))):
-        model, params = tiny_model(config, shape)
+    model, params = tiny_model()
+    resnet = networks.NetworkConfig(kind="resnet", hidden=(8,), channels=4, num_blocks=1,
+                                    value_support=3)
+    action = jnp.array([0, 1, 3])
+    for config, shape in ((CATEGORICAL, (OBS_SIZE,)), (resnet, (2, 3, 2))):
         obs = jax.random.normal(jax.random.key(1), (3, *shape))
-        latent, reward, next_latent, (logits, value) = _forward(model, params, obs,
-                                                                jnp.array([0, 1, 3]))
+        if config is CATEGORICAL:
+            outputs = _forward(model, params, obs, action)
+        else:
+            outputs = _init_and_forward(config, shape, obs, action)
+        latent, reward, next_latent, (logits, value) = outputs
         for s in (latent, next_latent):
             flat = np.asarray(s).reshape(3, -1)
             np.testing.assert_allclose(flat.min(1), 0.0, atol=1e-6)
             np.testing.assert_allclose(flat.max(1), 1.0, atol=1e-6)
         assert logits.shape == (3, NUM_ACTIONS) and value.shape == (3, config.value.num_atoms)
         assert reward.shape == ((3, config.reward.num_atoms) if config.reward else (3,))
+        assert np.all(np.abs(np.asarray(reward)) <= 1) or config.reward
     # Action planes: A = 7 over a 2x3 board takes 2 planes; action 6 is cell 0 of plane 1.
     planes = np.asarray(networks.action_planes(jnp.array([4, 6]), 7, (2, 3)))
     assert planes.shape == (2, 2, 3, 2) and planes.sum() == 2
@@ -141,18 +170,29 @@ def test_latents_are_min_max_scaled_and_the_heads_have_the_support():
 
 
 def test_recurrent_fn_is_batch_independent_and_passes_the_discount():
-    model, params = tiny_model(zero_sum=True)
-    latent = _forward(model, params, jax.random.normal(jax.random.key(2), (4, OBS_SIZE)),
-                      jnp.zeros((4,), jnp.int32))[0]
+    model, params = tiny_model()
+    model = dataclasses.replace(model, zero_sum=True)
+    rng = np.random.default_rng(2)
+    obs = jnp.asarray(rng.normal(size=(4, OBS_SIZE)), jnp.float32)
+    latent = _forward(tiny_model()[0], params, obs, jnp.zeros((4,), jnp.int32))[0]
     action = jnp.array([0, 3, 1, 2], jnp.int32)
     out, nxt = _recurrent(model, params, action, latent)
     np.testing.assert_allclose(out.discount, -0.9)
     assert out.legal_action_mask is None and out.terminal is None
+    # Row b's outputs do not depend on the other rows: replace them by other
+    # latents and actions, and permute the batch.
+    others = jnp.asarray(rng.random((4, CATEGORICAL.latent_size)), jnp.float32)
     for b in range(4):
-        one, one_next = _recurrent(model, params, action[b:b + 1], latent[b:b + 1])
+        mixed_latent = others.at[b].set(latent[b])
+        mixed_action = jnp.roll(action, 1).at[b].set(action[b])
+        one, one_next = _recurrent(model, params, mixed_action, mixed_latent)
         for got, want in ((one.reward, out.reward), (one.value, out.value),
                           (one.prior_logits, out.prior_logits), (one_next, nxt)):
-            np.testing.assert_allclose(got[0], want[b], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(got[b], want[b], rtol=1e-5, atol=1e-6)
+    perm = jnp.array([2, 0, 3, 1])
+    permuted, permuted_next = _recurrent(model, params, action[perm], latent[perm])
+    np.testing.assert_allclose(permuted.value, out.value[perm], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(permuted_next, nxt[perm], rtol=1e-5, atol=1e-6)
 
 
 def test_model_runs_inside_both_policies_with_a_root_mask_only():
@@ -226,17 +266,18 @@ def test_n_step_values_match_numpy_on_trajectories_with_episode_ends(discount):
 
 
 def write_numpy_episodes(buffer, episodes, write):
-    """Writes episodes (dicts of per-step arrays) as one padded [B, T] call; the
-    write itself marks each episode's last step as its end."""
-    steps = max(len(e["reward"]) for e in episodes)
+    """Writes up to 10 episodes of up to 8 steps (dicts of per-step arrays) as one
+    call padded to [10, 8] (one compiled write); the write itself marks each
+    episode's last step as its end."""
+    count, steps = 10, 8
 
     def field(name, shape=(), dtype=np.float32):
-        out = np.zeros((len(episodes), steps, *shape), dtype)
+        out = np.zeros((count, steps, *shape), dtype)
         for b, e in enumerate(episodes):
             out[b, :len(e[name])] = e[name]
         return jnp.asarray(out)
 
-    written = np.zeros((len(episodes), steps), bool)
+    written = np.zeros((count, steps), bool)
     for b, e in enumerate(episodes):
         written[b, :len(e["reward"])] = True
     return write(buffer, field("obs", (OBS_SIZE,)), field("action", (), np.int32),
@@ -256,28 +297,36 @@ def random_episode(rng, length):
 _WRITE = jax.jit(lambda buf, obs, action, reward, policy, value, end, written: (
     replay.write_episodes(buf, obs, action, reward, policy, value, end, written)))
 _SAMPLE = jax.jit(replay.sample, static_argnums=(2, 3, 4, 5, 6, 7))
+# One sampling shape for the ring test and the chain: K = 3 unroll steps, n = 3.
+BUFFER, BATCH, UNROLL, TD = 32, 64, 3, 3
+
+
+def sample(buffer, key, alpha=0.0, beta=1.0):
+    return _SAMPLE(buffer, key, BATCH, UNROLL, TD, GAMMA, alpha, beta)
 
 
 def test_ring_buffer_windows_give_the_numpy_targets_after_wrapping():
     rng = np.random.default_rng(1)
-    k, n, discount = 2, 3, 0.9
-    buffer = replay.empty_buffer(16, (OBS_SIZE,), jnp.float32, NUM_ACTIONS)
-    first = [random_episode(rng, 5), random_episode(rng, 7)]
-    second = [random_episode(rng, 6), random_episode(rng, 3)]
+    k, n, discount = UNROLL, TD, GAMMA
+    buffer = replay.empty_buffer(BUFFER, (OBS_SIZE,), jnp.float32, NUM_ACTIONS)
+    first = [random_episode(rng, length) for length in (4, 7, 8, 8)]
+    second = [random_episode(rng, 6), random_episode(rng, 4)]
     buffer = write_numpy_episodes(buffer, first, _WRITE)
     buffer = write_numpy_episodes(buffer, second, _WRITE)
-    # 21 steps in a ring of 16: the first episode's first 5 rows are overwritten
-    # by the last of the 9 newest; rows hold, in order from row 5 (the oldest),
-    # episode 2 (7), episode 3 (6), episode 4 (3).
-    assert int(buffer.next_row) == 5 and int(replay.filled_rows(buffer)) == 16
+    # 37 steps in a ring of 32: the newest 5 rows overwrite the first episode (4
+    # rows) and the first step of the second. From row 5 (the oldest) the rows
+    # hold the second episode's steps 1..6, the third and fourth, then the fifth
+    # and sixth across the wrap.
+    assert int(buffer.next_row) == 5 and int(replay.filled_rows(buffer)) == BUFFER
     layout = {}  # row -> (episode, step)
     row = 5
-    for episode in [first[1], *second]:
-        for t in range(len(episode["reward"])):
-            layout[row % 16] = (episode, t)
+    for episode, first_step in [(first[1], 1), (first[2], 0), (first[3], 0), (second[0], 0),
+                                (second[1], 0)]:
+        for t in range(first_step, len(episode["reward"])):
+            layout[row % BUFFER] = (episode, t)
             row += 1
-    assert sorted(layout) == list(range(16))
-    batch = _SAMPLE(buffer, jax.random.key(4), 64, k, n, discount, 0.0, 1.0)
+    assert sorted(layout) == list(range(BUFFER))
+    batch = sample(buffer, jax.random.key(4))
     np.testing.assert_array_equal(batch.weights, 1.0)
     assert len(set(np.asarray(batch.index).tolist())) > 10  # most rows drawn
     for b, start in enumerate(np.asarray(batch.index)):
@@ -306,21 +355,22 @@ def test_ring_buffer_windows_give_the_numpy_targets_after_wrapping():
 
 def test_prioritised_sampling_follows_the_priorities_with_importance_weights():
     rng = np.random.default_rng(2)
-    buffer = replay.empty_buffer(8, (OBS_SIZE,), jnp.float32, NUM_ACTIONS)
+    buffer = replay.empty_buffer(BUFFER, (OBS_SIZE,), jnp.float32, NUM_ACTIONS)
     buffer = write_numpy_episodes(buffer, [random_episode(rng, 6)], _WRITE)
     # New rows take the largest priority so far (1 in an empty buffer).
     np.testing.assert_array_equal(buffer.priority[:6], 1.0)
     priority = np.array([0.5, 1.0, 2.0, 4.0, 0.25, 1.0], np.float32)
     buffer = replay.update_priorities(buffer, jnp.arange(6), jnp.asarray(priority))
     alpha, beta = 0.5, 0.4
-    batch = _SAMPLE(buffer, jax.random.key(5), 4000, 1, 1, 1.0, alpha, beta)
-    index = np.asarray(batch.index)
+    batches = [sample(buffer, jax.random.key(i), alpha, beta) for i in range(60)]
+    index = np.concatenate([np.asarray(b.index) for b in batches])
     assert index.max() < 6  # only filled rows
     p = priority ** alpha / np.sum(priority ** alpha)
     freq = np.bincount(index, minlength=6) / len(index)
     np.testing.assert_allclose(freq, p, atol=0.03)
-    w = (6 * p[index]) ** -beta
-    np.testing.assert_allclose(batch.weights, w / w.max(), rtol=1e-5)
+    for batch in batches[:3]:
+        w = (6 * p[np.asarray(batch.index)]) ** -beta
+        np.testing.assert_allclose(batch.weights, w / w.max(), rtol=1e-5)
     # The priorities of trajectories: |v - z| (+1e-6).
     episode = random_episode(rng, 4)
     written = jnp.ones((1, 4), jnp.bool_)
@@ -336,9 +386,13 @@ def test_prioritised_sampling_follows_the_priorities_with_importance_weights():
 LOSS = training.LossConfig(value_weight=0.25, reward_weight=0.7, policy_weight=1.3)
 
 
+OPTIMIZER = training.make_optimizer(training.LossConfig(learning_rate=3e-3, weight_decay=0.0))
+
+
 @functools.partial(jax.jit, static_argnums=0)
-def _loss(model, params, batch):
-    return training.unroll_loss(model.network(params), batch, LOSS)
+def _train_step(model, params, opt_state, batch):
+    """One step; its metrics are those of the loss at the incoming ``params``."""
+    return training.train_step(model.graphdef, OPTIMIZER, LOSS, params, opt_state, batch)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -394,9 +448,10 @@ def random_batch(rng, batch, k):
 
 def test_unroll_loss_matches_a_numpy_recomputation():
     model, params = tiny_model()
-    k = 3
-    batch = random_batch(np.random.default_rng(3), 5, k)
-    loss, metrics = _loss(model, params, batch)
+    k = UNROLL
+    batch = random_batch(np.random.default_rng(3), BATCH, k)
+    _, _, metrics = _train_step(model, params, OPTIMIZER.init(params), batch)
+    loss = metrics["loss"]
     logits, values, rewards = (np.asarray(x) for x in
                                _plain_unroll(model, params, batch.obs, batch.actions))
     t = jax.tree.map(np.asarray, batch.targets)
@@ -417,12 +472,12 @@ def test_unroll_loss_matches_a_numpy_recomputation():
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _reward_jacobian(model, params, obs, actions, scale):
-    """d(sum of each unroll step's reward logits) / d(representation parameters)."""
+def _reward_gradient(model, params, obs, actions, scale, step_weights):
+    """d(sum_k step_weights[k] * sum of step k's reward logits) / d(parameters)."""
     def rewards(p):
         preds = training.unroll(model.network(p), obs, actions, scale)
-        return jnp.sum(preds.reward, axis=(0, 2))  # [K]
-    return jax.jacrev(rewards)(params)
+        return jnp.sum(preds.reward, axis=(0, 2)) @ step_weights
+    return jax.grad(rewards)(params)
 
 
 def test_the_gradient_is_halved_at_each_dynamics_input():
@@ -430,18 +485,75 @@ def test_the_gradient_is_halved_at_each_dynamics_input():
     rng = np.random.default_rng(4)
     obs = jnp.asarray(rng.normal(size=(3, OBS_SIZE)), jnp.float32)
     actions = jnp.asarray(rng.integers(0, NUM_ACTIONS, (3, 2)), jnp.int32)
-    halved = _reward_jacobian(model, params, obs, actions, 0.5)
-    plain = _reward_jacobian(model, params, obs, actions, 1.0)
-    for (path, got), (_, want) in zip(jax.tree_util.tree_leaves_with_path(halved),
-                                      jax.tree_util.tree_leaves_with_path(plain), strict=True):
-        name = jax.tree_util.keystr(path)
-        if "repr" in name:
-            # Step k's reward reaches the representation through k dynamics inputs.
-            for k in range(2):
-                np.testing.assert_allclose(got[k], 0.5 ** (k + 1) * want[k], rtol=1e-5,
-                                           atol=1e-8)
-        elif "dyn" in name or "reward" in name:
-            # The first step's reward sees its dynamics unscaled.
-            np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-8)
+    for k, weights in enumerate(np.eye(2, dtype=np.float32)):
+        halved = _reward_gradient(model, params, obs, actions, 0.5, weights)
+        plain = _reward_gradient(model, params, obs, actions, 1.0, weights)
+        for (path, got), (_, want) in zip(jax.tree_util.tree_leaves_with_path(halved),
+                                          jax.tree_util.tree_leaves_with_path(plain),
+                                          strict=True):
+            name = jax.tree_util.keystr(path)
+            if "repr" in name:
+                # Step k's reward reaches the representation through k + 1
+                # dynamics inputs.
+                np.testing.assert_allclose(got, 0.5 ** (k + 1) * want, rtol=1e-5, atol=1e-8)
+            elif k == 0 and ("dyn" in name or "reward" in name):
+                # The first step's reward sees its dynamics unscaled.
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-8)
     assert any("repr" in jax.tree_util.keystr(p) and np.abs(g).max() > 0
                for p, g in jax.tree_util.tree_leaves_with_path(plain))
+
+
+# ------------------------------------------------- a chain MDP: fit, then search
+
+# Positions 0, 1, 2 (observed one-hot in OBS_SIZE features). Action 1 moves right
+# with reward 0, and at position 2 ends the episode with reward 1; any other
+# action ends it at once with reward 0.1. With gamma = 0.9 the optimal return
+# from position p is 0.9 ** (2 - p) >= 0.81 by always taking 1, where a one-step
+# greedy choice takes the 0.1.
+CHAIN_ACTIONS = 2  # the root's legal actions: 0 and 1 (2 and 3 act as 0 below it)
+
+
+def chain_episodes():
+    """Every episode from position 0 of the chain: 1s, then a leaving action."""
+    episodes = []
+    for rights in range(4):
+        leaves = [None] if rights == 3 else [0, 2, 3]
+        for leave in leaves:
+            actions = [1] * rights + ([] if leave is None else [leave])
+            rewards = [0.0] * rights + ([0.1] if leave is not None else [])
+            if leave is None:
+                rewards[-1] = 1.0
+            obs = np.eye(OBS_SIZE, dtype=np.float32)[np.arange(len(actions))]
+            episodes.append({"obs": obs, "action": np.array(actions),
+                             "reward": np.array(rewards, np.float32),
+                             "policy": np.full((len(actions), NUM_ACTIONS), 1 / NUM_ACTIONS,
+                                               np.float32),
+                             "root_value": np.zeros(len(actions), np.float32)})
+    return episodes
+
+
+def test_a_model_trained_on_a_chain_fits_its_rewards_and_the_search_plays_optimally():
+    model, params = tiny_model()
+    buffer = replay.empty_buffer(BUFFER, (OBS_SIZE,), jnp.float32, NUM_ACTIONS)
+    buffer = write_numpy_episodes(buffer, chain_episodes(), _WRITE)
+    opt_state = OPTIMIZER.init(params)
+    # n = 3 covers every episode: the value targets are the discounted returns.
+    for step in range(1000):
+        batch = sample(buffer, jax.random.key(step))
+        params, opt_state, _ = _train_step(model, params, opt_state, batch)
+    obs = jnp.eye(OBS_SIZE, dtype=jnp.float32)[:3]  # positions 0, 1, 2
+    # The rewards of actions 0 and 1 at each position, read through the model.
+    _, reward0, _, _ = _forward(model, params, obs, jnp.zeros((3,), jnp.int32))
+    _, reward1, _, _ = _forward(model, params, obs, jnp.ones((3,), jnp.int32))
+    reward0 = vt.logits_to_scalar(reward0, CATEGORICAL.reward)
+    reward1 = vt.logits_to_scalar(reward1, CATEGORICAL.reward)
+    np.testing.assert_allclose(reward0, 0.1, atol=0.05)
+    np.testing.assert_allclose(reward1, [0.0, 0.0, 1.0], atol=0.1)
+    legal = jnp.arange(NUM_ACTIONS)[None, :] < CHAIN_ACTIONS
+    _, puct, gumbel = _both_policies(model, 12, params, jax.random.key(7), obs,
+                                     jnp.broadcast_to(legal, (3, NUM_ACTIONS)))
+    for out in (puct, gumbel):
+        check_tree(out.search_tree, 12)
+        np.testing.assert_array_equal(np.argmax(out.action_weights, -1), [1, 1, 1])
+    # The root value approaches the optimal return 0.9 ** (2 - p) from below.
+    print(puct.search_tree.summary().value, gumbel.search_tree.summary().value)
