@@ -555,5 +555,11 @@ def test_a_model_trained_on_a_chain_fits_its_rewards_and_the_search_plays_optima
     for out in (puct, gumbel):
         check_tree(out.search_tree, 12)
         np.testing.assert_array_equal(np.argmax(out.action_weights, -1), [1, 1, 1])
-    # The root value approaches the optimal return 0.9 ** (2 - p) from below.
-    print(puct.search_tree.summary().value, gumbel.search_tree.summary().value)
+    # Searched Q: leaving is worth its 0.1 (then the learned absorbing value 0);
+    # the last step right its 1; further from the end Q(p, 1) is a mean over a
+    # subtree that still holds exploratory moves, below the optimal 0.9 ** (2 - p)
+    # but above leaving.
+    q = np.asarray(puct.search_tree.summary().qvalues)
+    np.testing.assert_allclose(q[:, 0], 0.1, atol=0.05)
+    np.testing.assert_allclose(q[2, 1], 1.0, atol=0.1)
+    assert np.all(q[:, 1] > q[:, 0] + 0.2) and np.all(q[:, 1] < GAMMA ** (2 - np.arange(3)) + 0.1)

@@ -35,15 +35,25 @@ beside those of :mod:`.training`; the unroll, the targets and the buffer stay.
 """
 
 from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
-from jaxpuct.muzero.networks import MuZeroNetwork, NetworkConfig
+from jaxpuct.muzero.networks import MuZeroNetwork, NetworkConfig, init_network
+from jaxpuct.muzero.replay import Batch, TrajectoryBuffer
+from jaxpuct.muzero.targets import UnrollTargets
+from jaxpuct.muzero.training import LossConfig, train_step, unroll_loss
 from jaxpuct.muzero.value_transform import Support, h, h_inverse
 
 __all__ = [
+    "Batch",
+    "LossConfig",
     "MuZeroModel",
     "MuZeroNetwork",
     "NetworkConfig",
     "Support",
+    "TrajectoryBuffer",
+    "UnrollTargets",
     "h",
     "h_inverse",
+    "init_network",
     "muzero_puct_config",
+    "train_step",
+    "unroll_loss",
 ]
