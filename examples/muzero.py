@@ -9,7 +9,9 @@ model, the real rules; one ``jax.jit``), writes them to the device replay buffer
 then takes ``--train-steps`` optimiser steps on ``K``-step unrolls
 (:mod:`jaxpuct.muzero.training`). Every ``--eval-every`` iterations the greedy
 search and the raw prior are scored on all 4520 non-terminal positions against
-the minimax-optimal moves. ``--run-dir`` takes the directory's lock
+the minimax-optimal moves, and the greedy search plays 256 games against a
+minimax player and 256 against a random one, half as X and half as O
+(:mod:`jaxpuct.muzero.selfplay`). ``--run-dir`` takes the directory's lock
 (:mod:`jaxpuct.alphazero.rundir`) and writes ``config.json`` and
 ``metrics.jsonl``; there are no checkpoints or resume yet.
 
@@ -108,6 +110,8 @@ def run(config: MuZeroConfig, run_dir: str | None = None, log=print) -> dict:
                 iteration == config.iterations)
             if evaluate:
                 row.update(selfplay.evaluate_optimal_moves(config, model, params))
+                row.update(selfplay.evaluate_games(config, model, params,
+                                                   jax.random.fold_in(play_key, 1)))
                 last = row
             log(json.dumps(row))
             if run_dir is not None:

@@ -21,7 +21,10 @@ Modules, one job each:
 * :mod:`.targets`: ``n``-step bootstrapped values, reward and policy targets of
   an unroll, with absorbing steps past an episode's end;
 * :mod:`.training`: the unrolled loss with MuZero's gradient scaling and the
-  optax train step.
+  optax train step;
+* :mod:`.config` (a run's :class:`.config.MuZeroConfig`, whose command line is
+  generated) and :mod:`.selfplay` (lockstep tic-tac-toe games and the minimax
+  evaluation), used by ``examples/muzero.py``.
 
 Later, Stochastic MuZero (Antonoglou et al. 2022): its afterstate dynamics
 ``phi(s, a) -> as``, afterstate prediction ``psi(as) -> (sigma, Q)`` and
