@@ -146,7 +146,7 @@ def _both_policies(model, num_simulations, params, key, obs, legal):
 
 def test_latents_are_min_max_scaled_and_the_heads_have_the_support():
     model, params = tiny_model()
-    resnet = networks.NetworkConfig(kind="resnet", hidden=(8,), channels=4, num_blocks=1,
+    resnet = networks.NetworkConfig(kind="resnet", hidden=(8,), channels=4, num_blocks=0,
                                     value_support=3)
     action = jnp.array([0, 1, 3])
     for config, shape in ((CATEGORICAL, (OBS_SIZE,)), (resnet, (2, 3, 2))):
@@ -563,3 +563,21 @@ def test_a_model_trained_on_a_chain_fits_its_rewards_and_the_search_plays_optima
     np.testing.assert_allclose(q[:, 0], 0.1, atol=0.05)
     np.testing.assert_allclose(q[2, 1], 1.0, atol=0.1)
     assert np.all(q[:, 1] > q[:, 0] + 0.2) and np.all(q[:, 1] < GAMMA ** (2 - np.arange(3)) + 0.1)
+
+
+def test_the_example_command_line_is_generated_from_the_config():
+    from examples import muzero as example
+    from jaxpuct.alphazero import config as config_lib
+    from jaxpuct.muzero.config import MuZeroConfig
+
+    args = example.build_parser().parse_args(
+        ["--iterations", "3", "--policy", "alphazero", "--hidden", "8,8", "--discount", "0.5"])
+    del args.run_dir
+    config = config_lib.from_namespace(MuZeroConfig, args)
+    assert (config.iterations, config.policy, config.hidden, config.discount) == (
+        3, "alphazero", (8, 8), 0.5)
+    assert config.network.hidden == (8, 8) and config.network.value_support is None
+    with pytest.raises(ValueError, match="discount"):
+        MuZeroConfig(discount=0.0)
+    with pytest.raises(ValueError, match="policy"):
+        MuZeroConfig(policy="muzero")
