@@ -124,9 +124,8 @@ def _forward(model, params, obs, action):
     return latent, reward, next_latent, net.predict(next_latent)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
 def _init_and_forward(config, obs_shape, obs, action):
-    """A new network and one step of it, in one compiled program."""
+    """A new network and one step of it."""
     net = networks.MuZeroNetwork(config, NUM_ACTIONS, obs_shape,
                                  rngs=nnx.Rngs(jax.random.key(0, impl="rbg")))
     latent = net.represent(obs)
@@ -146,23 +145,23 @@ def _both_policies(model, num_simulations, params, key, obs, legal):
 
 def test_latents_are_min_max_scaled_and_the_heads_have_the_support():
     model, params = tiny_model()
-    resnet = networks.NetworkConfig(kind="resnet", hidden=(8,), channels=4, num_blocks=0,
-                                    value_support=3)
+    obs = jax.random.normal(jax.random.key(1), (3, OBS_SIZE))
     action = jnp.array([0, 1, 3])
-    for config, shape in ((CATEGORICAL, (OBS_SIZE,)), (resnet, (2, 3, 2))):
-        obs = jax.random.normal(jax.random.key(1), (3, *shape))
-        if config is CATEGORICAL:
-            outputs = _forward(model, params, obs, action)
-        else:
-            outputs = _init_and_forward(config, shape, obs, action)
-        latent, reward, next_latent, (logits, value) = outputs
-        for s in (latent, next_latent):
-            flat = np.asarray(s).reshape(3, -1)
-            np.testing.assert_allclose(flat.min(1), 0.0, atol=1e-6)
-            np.testing.assert_allclose(flat.max(1), 1.0, atol=1e-6)
-        assert logits.shape == (3, NUM_ACTIONS) and value.shape == (3, config.value.num_atoms)
-        assert reward.shape == ((3, config.reward.num_atoms) if config.reward else (3,))
-        assert np.all(np.abs(np.asarray(reward)) <= 1) or config.reward
+    latent, reward, next_latent, (logits, value) = _forward(model, params, obs, action)
+    for s in (latent, next_latent):
+        np.testing.assert_allclose(s.min(1), 0.0, atol=1e-6)
+        np.testing.assert_allclose(s.max(1), 1.0, atol=1e-6)
+    assert logits.shape == (3, NUM_ACTIONS) and value.shape == (3, 11)
+    assert reward.shape == (3, 11)
+    # The ResNet's shapes, traced only (no compile: the suite's budget); its latent
+    # scaling and action planes are the functions checked here and below.
+    resnet = networks.NetworkConfig(kind="resnet", hidden=(8,), channels=4, num_blocks=1,
+                                    value_support=3)
+    shapes = jax.eval_shape(functools.partial(_init_and_forward, resnet, (2, 3, 2)),
+                            jax.ShapeDtypeStruct((3, 2, 3, 2), jnp.float32), action)
+    latent, reward, next_latent, (logits, value) = shapes
+    assert latent.shape == next_latent.shape == (3, 2, 3, 4)
+    assert reward.shape == (3,) and logits.shape == (3, NUM_ACTIONS) and value.shape == (3, 7)
     # Action planes: A = 7 over a 2x3 board takes 2 planes; action 6 is cell 0 of plane 1.
     planes = np.asarray(networks.action_planes(jnp.array([4, 6]), 7, (2, 3)))
     assert planes.shape == (2, 2, 3, 2) and planes.sum() == 2

@@ -4,9 +4,10 @@ Imports Flax and optax; ``import jaxpuct`` alone does not load this package
 (``jaxpuct.muzero`` is loaded on first use). The search is jaxpuct's own: the
 model enters it only as a ``root`` and a ``recurrent_fn`` (:mod:`.model`), so
 ``alphazero_policy``, ``gumbel_policy`` and the engine's options apply
-unchanged. The run machinery is shared with :mod:`jaxpuct.alphazero` (its
-residual blocks, ``split``, weight-decay mask, checkpoints, run-dir lock and
-scores are imported from there, not copied).
+unchanged. What can be shared with :mod:`jaxpuct.alphazero` is imported from
+there, not copied: its residual blocks, its weight-decay mask, its command-line
+generator and its run-dir lock (its checkpoints are typed to its own config: not
+used yet).
 
 Modules, one job each:
 
