@@ -571,10 +571,10 @@ def test_the_example_command_line_is_generated_from_the_config():
 
     args = example.build_parser().parse_args(
         ["--iterations", "3", "--policy", "alphazero", "--hidden", "8,8", "--discount", "0.5"])
-    del args.run_dir
     config = config_lib.from_namespace(MuZeroConfig, args)
-    assert (config.iterations, config.policy, config.hidden, config.discount) == (
+    assert (args.iterations, config.policy, config.hidden, config.discount) == (
         3, "alphazero", (8, 8), 0.5)
+    assert MuZeroConfig.from_json(config.to_json()) == config
     assert config.network.hidden == (8, 8) and config.network.value_support is None
     with pytest.raises(ValueError, match="discount"):
         MuZeroConfig(discount=0.0)

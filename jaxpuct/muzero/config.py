@@ -28,12 +28,13 @@ def _at_least(default, minimum):
 
 @dataclasses.dataclass(frozen=True)
 class MuZeroConfig:
-    """A MuZero self-play and training run (hashable).
+    """What a MuZero self-play and training run computes (hashable; saved with its
+    checkpoints, and checked on resume). How long it runs and how often it is
+    evaluated or saved are the example's own flags.
 
     Attributes:
       game: the game (tic_tac_toe: jaxpuct.testing.tictactoe's JAX rules).
       seed: PRNG seed of the run.
-      iterations: self-play + training iterations.
       batch_size: games played in lockstep per iteration (each to its end).
       num_simulations: simulations per move.
       policy: gumbel (gumbel_policy, completed-Q target) or alphazero (PUCT with
@@ -52,13 +53,10 @@ class MuZeroConfig:
       value_weight: weight of the value loss (0.25 as in MuZero Reanalyse).
       priority_alpha: prioritised replay exponent (0: uniform, as MuZero's board
         games).
-      eval_every: iterations between evaluations against minimax (0: only at the
-        end).
     """
 
     game: str = _choice("tic_tac_toe", GAMES)
     seed: int = 0
-    iterations: int = _at_least(60, 1)
     batch_size: int = _at_least(128, 1)
     num_simulations: int = _at_least(16, 1)
     policy: str = _choice("gumbel", POLICIES)
@@ -74,7 +72,6 @@ class MuZeroConfig:
     weight_decay: float = 1e-4
     value_weight: float = 0.25
     priority_alpha: float = _at_least(0.0, 0.0)
-    eval_every: int = _at_least(10, 0)
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -104,3 +101,12 @@ class MuZeroConfig:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> MuZeroConfig:
+        """The inverse of :meth:`to_json` (JSON has no tuples)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown MuZeroConfig fields {sorted(unknown)}")
+        return cls(**{**data, "hidden": tuple(data.get("hidden", cls.hidden))})
