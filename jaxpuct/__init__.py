@@ -87,7 +87,7 @@ _MOVED = {
 # Subpackages reachable as attributes (``jaxpuct.testing.check_tree`` after a plain
 # ``import jaxpuct``) but loaded only on first use, so that ``import jaxpuct`` stays
 # light (PEP 562: a module-level __getattr__).
-_LAZY_SUBMODULES = ("alphazero", "envs", "memory", "testing", "visualize")
+_LAZY_SUBMODULES = ("alphazero", "envs", "memory", "muzero", "testing", "visualize")
 
 
 def __getattr__(name: str) -> Any:

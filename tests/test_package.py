@@ -22,11 +22,12 @@ def test_import_jaxpuct_loads_no_training_game_or_plotting_library():
 
 def test_subpackages_are_attributes_loaded_on_first_use():
     code = ("import sys, jaxpuct\n"
-            "subs = ('alphazero', 'envs', 'memory', 'testing', 'visualize')\n"
+            "subs = ('alphazero', 'envs', 'memory', 'muzero', 'testing', 'visualize')\n"
             "print(sorted(s for s in subs if 'jaxpuct.' + s in sys.modules))\n"
             "print(callable(jaxpuct.testing.check_tree), 'jaxpuct.testing' in sys.modules)\n"
             "print(callable(jaxpuct.memory.trees_that_fit), callable(jaxpuct.visualize.to_dot))\n"
             "print(jaxpuct.envs.__name__, 'testing' in dir(jaxpuct))\n"
+            "print(jaxpuct.muzero.__name__, 'flax' in sys.modules, 'muzero' in dir(jaxpuct))\n"
             "try:\n"
             "    jaxpuct.no_such_name\n"
             "except AttributeError as err:\n"
@@ -34,7 +35,7 @@ def test_subpackages_are_attributes_loaded_on_first_use():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.splitlines() == [
-        "[]", "True True", "True True", "jaxpuct.envs True",
+        "[]", "True True", "True True", "jaxpuct.envs True", "jaxpuct.muzero True True",
         "module 'jaxpuct' has no attribute 'no_such_name'"]
 
 

@@ -271,12 +271,14 @@ def _prune(run_dir: str, keep: int, saved: int) -> None:
             _remove_step(run_dir, step)
 
 
-def load_config(run_dir: str) -> SelfPlayConfig:
-    """The config saved in ``run_dir`` (raises :class:`CheckpointError`)."""
+def load_config(run_dir: str, config_type: type = SelfPlayConfig) -> Any:
+    """The config saved in ``run_dir`` (raises :class:`CheckpointError`), read by
+    ``config_type.from_json`` (``SelfPlayConfig``, or another frozen config with
+    ``to_json``/``from_json`` such as ``jaxpuct.muzero.config.MuZeroConfig``)."""
     path = os.path.join(os.path.abspath(run_dir), _CONFIG_FILE)
     try:
         with open(path) as f:
-            return SelfPlayConfig.from_json(json.load(f))
+            return config_type.from_json(json.load(f))
     except FileNotFoundError as err:
         raise CheckpointError(f"no checkpoint in {run_dir!r}: {path} is missing "
                               f"(start without --resume, or pass the right --run-dir)") from err
@@ -311,7 +313,7 @@ def restore_checkpoint(run_dir: str, template: Any, config: SelfPlayConfig,
       CheckpointError: no checkpoint, a config that differs from ``config`` (the
         differing flags are listed), the named ``step`` is unusable, or none is.
     """
-    _check_same_config(run_dir, load_config(run_dir), config)
+    _check_same_config(run_dir, load_config(run_dir, type(config)), config)
     ckpt_dir = _checkpoint_dir(run_dir)
     steps = available_steps(run_dir)
     if step is not None:

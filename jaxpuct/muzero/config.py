@@ -1,0 +1,112 @@
+"""What a MuZero run computes, as one frozen dataclass; its command line is generated.
+
+The flags of ``examples/muzero.py`` are the fields of :class:`MuZeroConfig`, made
+by :func:`jaxpuct.alphazero.config.add_arguments` (the AlphaZero example's
+generator, shared), with the ``Attributes`` text as help.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jaxpuct.muzero.networks import NetworkConfig
+from jaxpuct.muzero.training import LossConfig
+
+__all__ = ["GAMES", "POLICIES", "MuZeroConfig"]
+
+GAMES = ("tic_tac_toe",)
+POLICIES = ("gumbel", "alphazero")
+
+
+def _choice(default, choices):
+    return dataclasses.field(default=default, metadata={"choices": choices})
+
+
+def _at_least(default, minimum):
+    return dataclasses.field(default=default, metadata={"minimum": minimum})
+
+
+@dataclasses.dataclass(frozen=True)
+class MuZeroConfig:
+    """What a MuZero self-play and training run computes (hashable; saved with its
+    checkpoints, and checked on resume). How long it runs and how often it is
+    evaluated or saved are the example's own flags.
+
+    Attributes:
+      game: the game (tic_tac_toe: jaxpuct.testing.tictactoe's JAX rules).
+      seed: PRNG seed of the run.
+      batch_size: games played in lockstep per iteration (each to its end).
+      num_simulations: simulations per move.
+      policy: gumbel (gumbel_policy, completed-Q target) or alphazero (PUCT with
+        muzero_puct_config, visit target, Dirichlet noise at the root).
+      hidden: widths of each MLP function's dense layers.
+      latent_size: features of the latent state.
+      unroll_steps: K, steps the model is unrolled in training.
+      td_steps: n of the n-step value target (>= the game's length: Monte Carlo
+        returns).
+      discount: gamma between a reward and the next value (board games: 1).
+      buffer_size: steps the replay buffer holds.
+      train_batch_size: unrolls per optimiser step.
+      train_steps: optimiser steps per iteration.
+      learning_rate: Adam's step size.
+      weight_decay: coupled L2 weight on kernels.
+      value_weight: weight of the value loss (0.25 as in MuZero Reanalyse).
+      priority_alpha: prioritised replay exponent (0: uniform, as MuZero's board
+        games).
+    """
+
+    game: str = _choice("tic_tac_toe", GAMES)
+    seed: int = 0
+    batch_size: int = _at_least(128, 1)
+    num_simulations: int = _at_least(16, 1)
+    policy: str = _choice("gumbel", POLICIES)
+    hidden: tuple[int, ...] = (64, 64)
+    latent_size: int = _at_least(64, 1)
+    unroll_steps: int = _at_least(5, 1)
+    td_steps: int = _at_least(9, 1)
+    discount: float = 1.0
+    buffer_size: int = _at_least(20000, 16)
+    train_batch_size: int = _at_least(128, 1)
+    train_steps: int = _at_least(20, 0)
+    learning_rate: float = 3e-3
+    weight_decay: float = 1e-4
+    value_weight: float = 0.25
+    priority_alpha: float = _at_least(0.0, 0.0)
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            choices = field.metadata.get("choices")
+            if choices is not None and value not in choices:
+                raise ValueError(f"MuZeroConfig.{field.name} must be one of {choices}, got "
+                                 f"{value!r}.")
+            minimum = field.metadata.get("minimum")
+            if minimum is not None and not value >= minimum:
+                raise ValueError(f"MuZeroConfig.{field.name} must be >= {minimum}, got "
+                                 f"{value!r}.")
+        if not 0.0 < self.discount <= 1.0:
+            raise ValueError(f"MuZeroConfig.discount must be in (0, 1], got {self.discount!r}.")
+
+    @property
+    def network(self) -> NetworkConfig:
+        """Scalar (tanh) heads: a board game's rewards and values lie in [-1, 1]
+        (the paper trains board games with scalar MSE)."""
+        return NetworkConfig(kind="mlp", hidden=tuple(self.hidden),
+                             latent_size=self.latent_size)
+
+    @property
+    def loss(self) -> LossConfig:
+        return LossConfig(value_weight=self.value_weight, learning_rate=self.learning_rate,
+                          weight_decay=self.weight_decay)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> MuZeroConfig:
+        """The inverse of :meth:`to_json` (JSON has no tuples)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown MuZeroConfig fields {sorted(unknown)}")
+        return cls(**{**data, "hidden": tuple(data.get("hidden", cls.hidden))})

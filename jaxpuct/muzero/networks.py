@@ -1,0 +1,316 @@
+"""MuZero's three learned functions in Flax NNX: representation, dynamics, prediction.
+
+Schrittwieser et al. 2020 ("Mastering Atari, Go, chess and shogi by planning with
+a learned model"), section "MuZero Algorithm" and appendix F:
+
+* representation ``h(obs) -> s0``;
+* dynamics ``g(s, a) -> (r, s')``: the reward of taking ``a`` and the next latent;
+* prediction ``f(s) -> (p, v)``: policy logits and value at a latent.
+
+Two families, chosen by :class:`NetworkConfig`:
+
+* ``"mlp"``: latents ``[B, L]``; the action enters the dynamics as a one-hot
+  vector ``[B, A]`` concatenated to the latent; each function is a trunk of
+  dense + LayerNorm + ReLU layers.
+* ``"resnet"``: latents ``[B, H, W, C]`` over the observation's board
+  ``[B, H, W, C_obs]`` (channels last); the AlphaZero residual blocks of
+  :mod:`jaxpuct.alphazero.networks` (shared, not copied); the action enters as
+  one-hot *planes*: the ``A`` actions are laid over ``P = ceil(A / (H W))``
+  planes of ``H x W`` cells, action ``a`` a one at cell ``a mod HW`` of plane
+  ``a // HW`` (a board move is a one on its own square, as the paper encodes
+  board-game actions; Go's pass lands on a second plane).
+
+Latent scaling (paper, appendix G): every latent the representation and the
+dynamics produce is rescaled to ``[0, 1]`` per sample by its own minimum and
+maximum over all its features, ``(s - min) / max(max - min, latent_epsilon)``,
+"to the same range as the action input". (muzero-general scales per channel,
+LightZero over the whole latent; whole-latent scaling treats both families the
+same way.)
+
+Heads: with ``value_support = n`` (``reward_support`` likewise) the head gives
+``2n + 1`` logits over the atoms ``-n..n`` of :mod:`.value_transform`; with
+``None`` it gives a scalar squashed into ``[-1, 1]`` by ``tanh``, for games whose
+values and rewards are bounded there (board games; the paper uses scalar heads
+with MSE there). :func:`head_scalar` reads either as a scalar.
+
+LayerNorm everywhere (no BatchNorm): no running statistics, so every sample is
+computed alone and a search over a batch gives what each element searched alone
+gives (see :mod:`jaxpuct.alphazero.networks` for the longer argument).
+
+Functional use: :func:`jaxpuct.alphazero.networks.split` gives ``(graphdef,
+state)``; :class:`jaxpuct.muzero.model.MuZeroModel` merges them inside the
+search's ``jit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from jaxpuct.alphazero.networks import ResidualBlock
+from jaxpuct.muzero.value_transform import Support, logits_to_scalar
+
+__all__ = ["MuZeroNetwork", "NetworkConfig", "action_planes", "head_scalar", "init_network",
+           "scale_latent"]
+
+Kind = Literal["mlp", "resnet"]
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """The shape of a MuZero network (static; hashable).
+
+    Attributes:
+      kind: ``"mlp"`` or ``"resnet"`` (module docstring).
+      hidden: widths of the dense layers of each function's trunk (MLP), or of the
+        hidden layer of the ResNet's value and reward heads (first entry).
+      latent_size: ``L``, features of an MLP latent.
+      channels: ``C``, channels of a ResNet latent ``[H, W, C]``.
+      num_blocks: residual blocks in each ResNet function (>= 0).
+      value_support: ``n`` of the value head's ``2n + 1`` atoms, or ``None`` for a
+        ``tanh`` scalar head.
+      reward_support: ``n`` of the reward head, or ``None`` for a ``tanh`` scalar.
+      latent_epsilon: smallest denominator of the latent's min-max scaling.
+    """
+
+    kind: Kind = "mlp"
+    hidden: tuple[int, ...] = (64,)
+    latent_size: int = 32
+    channels: int = 32
+    num_blocks: int = 2
+    value_support: int | None = None
+    reward_support: int | None = None
+    latent_epsilon: float = 1e-5
+
+    def __post_init__(self):
+        if self.kind not in ("mlp", "resnet"):
+            raise ValueError(f"NetworkConfig.kind must be 'mlp' or 'resnet', got {self.kind!r}.")
+        if not self.hidden or any(not isinstance(w, int) or w < 1 for w in self.hidden):
+            raise ValueError(f"NetworkConfig.hidden must be positive ints, got {self.hidden!r}.")
+        for name in ("latent_size", "channels"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"NetworkConfig.{name} must be >= 1, got "
+                                 f"{getattr(self, name)!r}.")
+        if self.num_blocks < 0:
+            raise ValueError(f"NetworkConfig.num_blocks must be >= 0, got {self.num_blocks!r}.")
+        for name in ("value_support", "reward_support"):
+            size = getattr(self, name)
+            if size is not None and (not isinstance(size, int) or size < 1):
+                raise ValueError(f"NetworkConfig.{name} must be an int >= 1 or None, got "
+                                 f"{size!r}.")
+        if not self.latent_epsilon > 0:
+            raise ValueError(f"NetworkConfig.latent_epsilon must be > 0, got "
+                             f"{self.latent_epsilon!r}.")
+
+    @property
+    def value(self) -> Support | None:
+        """The value head's support (``None``: scalar head)."""
+        return None if self.value_support is None else Support(self.value_support)
+
+    @property
+    def reward(self) -> Support | None:
+        """The reward head's support (``None``: scalar head)."""
+        return None if self.reward_support is None else Support(self.reward_support)
+
+
+def head_width(support: Support | None) -> int:
+    """Outputs of a head: ``2n + 1`` atoms, or 1 for a scalar."""
+    return 1 if support is None else support.num_atoms
+
+
+def head_output(raw: jax.Array, support: Support | None) -> jax.Array:
+    """``raw [B, W]`` -> logits ``[B, 2n + 1]`` or a ``tanh`` scalar ``[B]``."""
+    return jnp.tanh(raw[:, 0]) if support is None else raw
+
+
+def head_scalar(out: jax.Array, support: Support | None) -> jax.Array:
+    """A head's output as a scalar ``[B]``: the categorical expectation through
+    ``h^-1`` (:func:`.value_transform.logits_to_scalar`), or the scalar itself."""
+    return out if support is None else logits_to_scalar(out, support)
+
+
+def scale_latent(latent: jax.Array, epsilon: float) -> jax.Array:
+    """Min-max scaling to ``[0, 1]`` of each sample over all its features
+    (appendix G): ``[B, ...] -> [B, ...]``."""
+    axes = tuple(range(1, latent.ndim))
+    low = jnp.min(latent, axis=axes, keepdims=True)
+    high = jnp.max(latent, axis=axes, keepdims=True)
+    return (latent - low) / jnp.maximum(high - low, epsilon)
+
+
+def action_planes(action: jax.Array, num_actions: int, board: tuple[int, int]) -> jax.Array:
+    """One-hot action planes ``[B, H, W, P]`` of ``action [B]`` with
+    ``P = ceil(A / (H W))`` (module docstring)."""
+    height, width = board
+    cells = height * width
+    planes = math.ceil(num_actions / cells)
+    flat = jax.nn.one_hot(action, planes * cells, dtype=jnp.float32)  # [B, P * H * W]
+    return jnp.moveaxis(flat.reshape(-1, planes, height, width), 1, -1)
+
+
+class _Trunk(nnx.Module):
+    """Dense + LayerNorm + ReLU layers: ``[B, F] -> [B, hidden[-1]]``."""
+
+    def __init__(self, in_features: int, hidden: Sequence[int], *, rngs: nnx.Rngs):
+        widths = (in_features, *hidden)
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs)
+                                for a, b in zip(widths[:-1], widths[1:], strict=True)])
+        self.norms = nnx.List([nnx.LayerNorm(b, rngs=rngs) for b in hidden])
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for layer, norm in zip(self.layers, self.norms, strict=True):
+            x = jax.nn.relu(norm(layer(x)))
+        return x
+
+
+class _ConvHead(nnx.Module):
+    """1x1 conv, LayerNorm over the flattened board, ReLU, then (with ``hidden``) a
+    dense ReLU layer, then dense to ``out``: ``[B, H, W, C] -> [B, out]``."""
+
+    def __init__(self, board_cells: int, channels: int, head_channels: int, out: int,
+                 hidden: int | None, *, rngs: nnx.Rngs):
+        self.conv = nnx.Conv(channels, head_channels, (1, 1), use_bias=False, rngs=rngs)
+        features = board_cells * head_channels
+        self.norm = nnx.LayerNorm(features, rngs=rngs)
+        self.hidden = None if hidden is None else nnx.Linear(features, hidden, rngs=rngs)
+        self.out = nnx.Linear(features if hidden is None else hidden, out, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = jax.nn.relu(self.norm(self.conv(x).reshape(x.shape[0], -1)))
+        if self.hidden is not None:
+            y = jax.nn.relu(self.hidden(y))
+        return self.out(y)
+
+
+class _Tower(nnx.Module):
+    """3x3 conv (``in -> C``), LayerNorm, ReLU, then residual blocks: ``[B, H, W, in]
+    -> [B, H, W, C]``."""
+
+    def __init__(self, in_channels: int, channels: int, num_blocks: int, *, rngs: nnx.Rngs):
+        self.conv = nnx.Conv(in_channels, channels, (3, 3), use_bias=False, rngs=rngs)
+        self.norm = nnx.LayerNorm(channels, rngs=rngs)
+        self.blocks = nnx.List([ResidualBlock(channels, "layer", rngs=rngs)
+                                for _ in range(num_blocks)])
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = jax.nn.relu(self.norm(self.conv(x)))
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+class MuZeroNetwork(nnx.Module):
+    """Representation, dynamics and prediction of one MuZero model.
+
+    Args:
+      config: the :class:`NetworkConfig`.
+      num_actions: ``A``.
+      obs_shape: one observation's shape: any shape for ``"mlp"`` (flattened),
+        ``(H, W, C)`` for ``"resnet"``.
+      rngs: ``nnx.Rngs`` for the initialisation.
+
+    Methods (``B`` any batch; boolean or integer observations are cast to float32):
+
+    * ``represent(obs [B, *obs_shape]) -> latent`` (``[B, L]`` or ``[B, H, W, C]``,
+      in ``[0, 1]``);
+    * ``dynamics(latent, action [B] int) -> (reward, next latent)``;
+    * ``predict(latent) -> (policy logits [B, A], value)``;
+
+    where ``reward`` and ``value`` are logits ``[B, 2n + 1]`` for a categorical
+    head or scalars ``[B]`` in ``[-1, 1]`` (:func:`head_scalar` reads both).
+    """
+
+    def __init__(self, config: NetworkConfig, num_actions: int, obs_shape: Sequence[int] | int,
+                 *, rngs: nnx.Rngs):
+        obs_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
+        if num_actions < 1:
+            raise ValueError(f"num_actions must be >= 1, got {num_actions!r}.")
+        self.config = config
+        self.num_actions = int(num_actions)
+        self.obs_shape = obs_shape
+        value_width, reward_width = head_width(config.value), head_width(config.reward)
+        if config.kind == "mlp":
+            hidden = config.hidden
+            self.repr_trunk = _Trunk(math.prod(obs_shape), hidden, rngs=rngs)
+            self.repr_out = nnx.Linear(hidden[-1], config.latent_size, rngs=rngs)
+            self.dyn_trunk = _Trunk(config.latent_size + num_actions, hidden, rngs=rngs)
+            self.dyn_out = nnx.Linear(hidden[-1], config.latent_size, rngs=rngs)
+            self.reward_out = nnx.Linear(hidden[-1], reward_width, rngs=rngs)
+            self.pred_trunk = _Trunk(config.latent_size, hidden, rngs=rngs)
+            self.policy_out = nnx.Linear(hidden[-1], num_actions, rngs=rngs)
+            self.value_out = nnx.Linear(hidden[-1], value_width, rngs=rngs)
+            return
+        if len(obs_shape) != 3:
+            raise ValueError(f"a 'resnet' network needs obs_shape (H, W, C), got {obs_shape!r}.")
+        height, width, in_channels = obs_shape
+        cells, channels = height * width, config.channels
+        self.board = (height, width)
+        self.action_plane_count = math.ceil(num_actions / cells)
+        self.repr_tower = _Tower(in_channels, channels, config.num_blocks, rngs=rngs)
+        self.dyn_tower = _Tower(channels + self.action_plane_count, channels,
+                                config.num_blocks, rngs=rngs)
+        self.reward_head = _ConvHead(cells, channels, 1, reward_width, config.hidden[0],
+                                     rngs=rngs)
+        self.pred_tower = _Tower(channels, channels, config.num_blocks, rngs=rngs)
+        self.policy_head = _ConvHead(cells, channels, 2, num_actions, None, rngs=rngs)
+        self.value_head = _ConvHead(cells, channels, 1, value_width, config.hidden[0],
+                                    rngs=rngs)
+
+    def represent(self, obs: jax.Array) -> jax.Array:
+        flat_match = (self.config.kind == "mlp"
+                      and math.prod(obs.shape[1:]) == math.prod(self.obs_shape))
+        if tuple(obs.shape[1:]) != self.obs_shape and not flat_match:
+            raise ValueError(f"expected observations [B, {', '.join(map(str, self.obs_shape))}],"
+                             f" got shape {tuple(obs.shape)}.")
+        x = obs.astype(jnp.float32)
+        if self.config.kind == "mlp":
+            latent = self.repr_out(self.repr_trunk(x.reshape(x.shape[0], -1)))
+        else:
+            latent = self.repr_tower(x)
+        return scale_latent(latent, self.config.latent_epsilon)
+
+    def dynamics(self, latent: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
+        if self.config.kind == "mlp":
+            one_hot = jax.nn.one_hot(action, self.num_actions, dtype=latent.dtype)
+            y = self.dyn_trunk(jnp.concatenate([latent, one_hot], axis=-1))
+            next_latent, reward = self.dyn_out(y), self.reward_out(y)
+        else:
+            planes = action_planes(action, self.num_actions, self.board)
+            next_latent = self.dyn_tower(jnp.concatenate([latent, planes], axis=-1))
+            reward = self.reward_head(next_latent)
+        return (head_output(reward, self.config.reward),
+                scale_latent(next_latent, self.config.latent_epsilon))
+
+    def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array]:
+        if self.config.kind == "mlp":
+            y = self.pred_trunk(latent)
+            logits, value = self.policy_out(y), self.value_out(y)
+        else:
+            y = self.pred_tower(latent)
+            logits, value = self.policy_head(y), self.value_head(y)
+        return logits, head_output(value, self.config.value)
+
+
+def init_network(config: NetworkConfig, num_actions: int, obs_shape: Sequence[int] | int,
+                 key: int | jax.Array = 0) -> tuple[nnx.GraphDef, nnx.State]:
+    """A new network, split: ``(graphdef, state)``.
+
+    Args:
+      key: an int seed or a PRNG key (an ``impl="rbg"`` key compiles its
+        initialisers much faster on CPU than the default threefry).
+
+    The initialisation runs as one jitted program: built eagerly, every
+    initialiser of a Flax module is dispatched (and compiled) on its own.
+    """
+    def build():
+        return MuZeroNetwork(config, num_actions, obs_shape, rngs=nnx.Rngs(key))
+
+    graphdef, _ = nnx.split(nnx.eval_shape(build))
+    state = jax.jit(lambda: nnx.split(build())[1])()
+    return graphdef, state

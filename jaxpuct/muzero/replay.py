@@ -1,0 +1,233 @@
+"""A ring buffer of trajectory steps on the device, sampled as ``K``-step windows.
+
+Each row is one step ``t`` of an episode: the observation ``o_t``, the action
+``a_t`` taken, its reward ``u_{t+1}`` (from the mover's view), the root search
+policy ``pi_t`` and value ``v_t``, whether the step ended the episode, and a
+priority. Episodes are written whole and contiguously, one after another, with
+jitted scatters (the buffer is a pytree of fixed-size arrays that can be
+donated); the oldest rows are overwritten first.
+
+Because every written trajectory ends with an ``episode_end`` row (the write
+marks the last written step so), a window of consecutive rows from any filled
+row stays inside its episode until an ``episode_end`` and never reads across
+the write position into older data: :func:`.targets.alive_mask` cuts it there.
+Write finished episodes: a trajectory written before its end is treated as
+ending at its last written step (value 0 after it).
+
+Sampling: ``B`` start rows, uniformly, or prioritised (Schaul et al. 2016, as
+MuZero uses on Atari, appendix G): ``P(i) = p_i**alpha / sum_j p_j**alpha`` with
+``p_i = |v_i - z_i|`` the distance between the stored root value and its n-step
+target, and importance weights ``w_i = (M P(i))**-beta / max_batch w`` (``M``
+filled rows). MuZero uses ``alpha = beta = 1``; LightZero 0.6 and 0.4.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxpuct.muzero.targets import UnrollTargets, n_step_values, unroll_targets, window_length
+
+__all__ = ["Batch", "TrajectoryBuffer", "empty_buffer", "filled_rows", "sample",
+           "trajectory_priorities", "update_priorities", "write_episodes"]
+
+_INT32_MAX = 2**31 - 1
+# Added to every priority so that a row whose target was met exactly can still
+# be drawn (Schaul et al.'s small positive constant).
+PRIORITY_EPSILON = 1e-6
+
+
+@chex.dataclass
+class TrajectoryBuffer:
+    """Rows ``[0, min(num_added, N))`` are filled; row ``next_row - 1`` is the newest.
+
+    Attributes:
+      obs: ``[N, ...]`` observations ``o_t``.
+      action: ``[N]`` int32 action taken at ``t``.
+      reward: ``[N]`` float32 its reward, from the mover's view.
+      policy: ``[N, A]`` float32 root search policy.
+      root_value: ``[N]`` float32 root search value, from the view of the player
+        to move at ``t``.
+      episode_end: ``[N]`` bool, the step ended the episode.
+      priority: ``[N]`` float32 ``p_i`` (> 0 where filled).
+      next_row: ``[]`` int32.
+      num_added: ``[]`` int32, saturating at ``2**31 - 1``.
+    """
+
+    obs: chex.Array
+    action: chex.Array
+    reward: chex.Array
+    policy: chex.Array
+    root_value: chex.Array
+    episode_end: chex.Array
+    priority: chex.Array
+    next_row: chex.Array
+    num_added: chex.Array
+
+    @property
+    def size(self) -> int:
+        return self.action.shape[0]
+
+
+class Batch(NamedTuple):
+    """A sampled minibatch of ``B`` unrolls of ``K`` steps.
+
+    Attributes:
+      obs: ``[B, ...]`` observations at the start rows.
+      actions: ``[B, K]`` int32 actions to unroll (uniform draws past an
+        episode's end).
+      targets: :class:`.targets.UnrollTargets`.
+      weights: ``[B]`` float32 importance weights (1 when uniform).
+      index: ``[B]`` int32 start rows (for :func:`update_priorities`).
+    """
+
+    obs: chex.Array
+    actions: chex.Array
+    targets: UnrollTargets
+    weights: chex.Array
+    index: chex.Array
+
+
+def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: int
+                 ) -> TrajectoryBuffer:
+    """A buffer of ``size`` rows, none filled."""
+    if size < 1:
+        raise ValueError(f"size must be >= 1, got {size!r}.")
+    return TrajectoryBuffer(
+        obs=jnp.zeros((size, *obs_shape), obs_dtype),
+        action=jnp.zeros((size,), jnp.int32),
+        reward=jnp.zeros((size,), jnp.float32),
+        policy=jnp.zeros((size, num_actions), jnp.float32),
+        root_value=jnp.zeros((size,), jnp.float32),
+        episode_end=jnp.zeros((size,), jnp.bool_),
+        priority=jnp.zeros((size,), jnp.float32),
+        next_row=jnp.zeros((), jnp.int32),
+        num_added=jnp.zeros((), jnp.int32))
+
+
+def filled_rows(buffer: TrajectoryBuffer) -> jax.Array:
+    """``[]`` int32: rows holding data."""
+    return jnp.minimum(buffer.num_added, buffer.size)
+
+
+def last_written(written: chex.Array) -> chex.Array:
+    """``[B, T]`` bool: the last ``True`` of each row of ``written [B, T]``."""
+    later = jnp.cumsum(written[:, ::-1].astype(jnp.int32), axis=-1)[:, ::-1]
+    return written & (later == 1)
+
+
+def trajectory_priorities(reward: chex.Array, root_value: chex.Array,
+                          episode_end: chex.Array, written: chex.Array, discount: float,
+                          td_steps: int) -> chex.Array:
+    """``[B, T]`` priorities ``|v_t - z_t| + 1e-6`` of trajectories ``[B, T]``
+    (module docstring), with the ends as :func:`write_episodes` marks them."""
+    end = episode_end.astype(jnp.bool_) | last_written(written)
+    z = n_step_values(reward, root_value, end, written, discount, td_steps)
+    return jnp.abs(root_value - z) + PRIORITY_EPSILON
+
+
+def write_episodes(buffer: TrajectoryBuffer, obs: chex.Array, action: chex.Array,
+                   reward: chex.Array, policy: chex.Array, root_value: chex.Array,
+                   episode_end: chex.Array, written: chex.Array,
+                   priority: chex.Array | None = None) -> TrajectoryBuffer:
+    """Appends the written steps of ``B`` trajectories, episode after episode.
+
+    Args:
+      obs, action, reward, policy, root_value, episode_end: ``[B, T, ...]`` the
+        fields of :class:`TrajectoryBuffer` for ``B`` trajectories of ``T`` steps.
+      written: ``[B, T]`` bool, the steps to append (a prefix of each row: the
+        episode's steps; its last one is marked ``episode_end``).
+      priority: ``[B, T]`` priorities (e.g. :func:`trajectory_priorities`), or
+        ``None`` for the largest one in the buffer (1 in an empty buffer), so
+        that new rows are drawn soon (Schaul et al. 2016).
+
+    Returns:
+      The buffer with the steps at ``next_row, next_row + 1, ...`` (mod ``N``).
+    """
+    batch, steps = written.shape
+    n = buffer.size
+    written = written.astype(jnp.bool_)
+    episode_end = episode_end.astype(jnp.bool_) | last_written(written)
+    if priority is None:
+        top = jnp.max(buffer.priority)
+        priority = jnp.full((batch, steps), jnp.where(top > 0, top, 1.0))
+    flat = written.reshape(-1)
+    offsets = jnp.cumsum(flat) - 1
+    # Steps not written go to row n, out of bounds, and are dropped.
+    index = jnp.where(flat, (buffer.next_row + offsets) % n, n)
+    num_new = jnp.sum(flat).astype(jnp.int32)
+
+    def put(dest, src):
+        src = src.reshape(batch * steps, *src.shape[2:]).astype(dest.dtype)
+        return dest.at[index].set(src, mode="drop")
+
+    return TrajectoryBuffer(
+        obs=put(buffer.obs, obs), action=put(buffer.action, action),
+        reward=put(buffer.reward, reward), policy=put(buffer.policy, policy),
+        root_value=put(buffer.root_value, root_value),
+        episode_end=put(buffer.episode_end, episode_end),
+        priority=put(buffer.priority, priority),
+        next_row=(buffer.next_row + num_new) % n,
+        num_added=jnp.minimum(buffer.num_added, _INT32_MAX - num_new) + num_new)
+
+
+def update_priorities(buffer: TrajectoryBuffer, index: chex.Array,
+                      priority: chex.Array) -> TrajectoryBuffer:
+    """New priorities ``[B]`` at rows ``index [B]`` (e.g. after a training step)."""
+    return buffer.replace(priority=buffer.priority.at[index].set(
+        jnp.maximum(priority, PRIORITY_EPSILON)))
+
+
+def sample(buffer: TrajectoryBuffer, rng: chex.PRNGKey, batch_size: int, unroll_steps: int,
+           td_steps: int, discount: float, alpha: float = 0.0, beta: float = 1.0) -> Batch:
+    """``batch_size`` start rows and the windows of their unrolls.
+
+    Args:
+      buffer: a buffer with at least one filled row.
+      rng: one key.
+      batch_size: ``B``.
+      unroll_steps: ``K`` >= 1.
+      td_steps: ``n`` >= 1.
+      discount: signed ``d`` (``-gamma`` for two players taking turns).
+      alpha: prioritisation exponent; 0 samples uniformly (static).
+      beta: importance-weight exponent (used when ``alpha > 0``).
+
+    Returns:
+      :class:`Batch`.
+    """
+    start_key, action_key = jax.random.split(rng)
+    n, filled = buffer.size, filled_rows(buffer)
+    rows = jnp.arange(n)
+    if alpha > 0:
+        # Inverse-CDF sampling: one cumulative sum over the rows, then a binary
+        # search per draw, O(N + B log N) (a categorical draw would be O(B N)).
+        mass = jnp.where(rows < filled,
+                         jnp.maximum(buffer.priority, PRIORITY_EPSILON) ** alpha, 0.0)
+        cdf = jnp.cumsum(mass)
+        u = jax.random.uniform(start_key, (batch_size,)) * cdf[-1]
+        start = jnp.minimum(jnp.searchsorted(cdf, u, side="right"), jnp.maximum(filled - 1, 0))
+        prob = mass[start] / cdf[-1]
+        log_w = -beta * jnp.log(filled.astype(jnp.float32) * prob)
+        weights = jnp.exp(log_w - jnp.max(log_w))
+    else:
+        start = jax.random.randint(start_key, (batch_size,), 0, jnp.maximum(filled, 1))
+        weights = jnp.ones((batch_size,), jnp.float32)
+    width = window_length(unroll_steps, td_steps)
+    offsets = jnp.arange(width)
+    index = (start[:, None] + offsets) % n  # [B, W]
+    # In a buffer not yet full the rows past the newest are empty; a full
+    # buffer's rows wrap around (writes are contiguous mod N).
+    filled_window = (start[:, None] + offsets < filled) | (filled == n)
+    targets = unroll_targets(buffer.reward[index], buffer.root_value[index],
+                             buffer.policy[index], buffer.episode_end[index], filled_window,
+                             discount, unroll_steps, td_steps)
+    num_actions = buffer.policy.shape[-1]
+    random_actions = jax.random.randint(action_key, (batch_size, unroll_steps), 0, num_actions)
+    # Actions are unrolled where their step is in the episode, random after.
+    stored = buffer.action[index[:, :unroll_steps]]
+    actions = jnp.where(targets.policy_mask[:, :unroll_steps], stored, random_actions)
+    return Batch(obs=buffer.obs[start], actions=actions.astype(jnp.int32), targets=targets,
+                 weights=weights, index=start.astype(jnp.int32))

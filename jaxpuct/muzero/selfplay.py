@@ -1,0 +1,161 @@
+"""Lockstep self-play of whole games with a MuZero model, and evaluation by minimax.
+
+Tic-tac-toe with the batched JAX rules of :mod:`jaxpuct.testing.tictactoe`: every
+iteration starts ``B`` games and plays them to their end (at most 9 plies) in
+one ``jax.jit``: the model's root from the real observation with the real legal
+mask, the search (``gumbel_policy`` or ``alphazero_policy``), the real rules.
+The steps go to :mod:`.replay` as ``[B, 9]`` trajectories (a step is written
+while its game is running). Rewards are the mover's (+1 for a win), values the
+player to move's, and the targets' discount is ``-gamma`` (two players).
+
+Evaluation, against the exact minimax tables of :mod:`jaxpuct.testing.tictactoe`:
+
+* :func:`evaluate_optimal_moves`: the search's greedy move (and the prior's
+  argmax) at every one of the 4520 reachable non-terminal positions, against the
+  minimax-optimal moves; a strict measure (most of these positions never occur
+  in good play; a uniform random legal move scores 0.580);
+* :func:`evaluate_games`: games of the greedy search against a minimax player
+  (a uniform draw among the optimal moves) and against a uniform random player,
+  half of them as X and half as O; an optimal agent never loses to minimax.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxpuct
+from jaxpuct.muzero.config import MuZeroConfig
+from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
+from jaxpuct.testing import tictactoe as ttt
+
+__all__ = ["Trajectories", "evaluate_games", "evaluate_optimal_moves", "observe", "play_games",
+           "search"]
+
+OBS_SHAPE = (18,)
+MAX_PLIES = 9
+
+
+class Trajectories(NamedTuple):
+    """``B`` games of at most 9 plies, the fields of
+    :func:`.replay.write_episodes`: ``obs [B, 9, 18]``, ``action [B, 9]``,
+    ``reward [B, 9]``, ``policy [B, 9, A]``, ``root_value [B, 9]``,
+    ``episode_end [B, 9]``, ``written [B, 9]``."""
+
+    obs: chex.Array
+    action: chex.Array
+    reward: chex.Array
+    policy: chex.Array
+    root_value: chex.Array
+    episode_end: chex.Array
+    written: chex.Array
+
+
+def observe(state: ttt.State) -> chex.Array:
+    """``[B, 18]`` float32: the mover's stones, then the opponent's (two planes)."""
+    board = state.board.astype(jnp.float32)
+    return jnp.concatenate([board == 1, board == -1], axis=-1).astype(jnp.float32)
+
+
+def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: chex.PRNGKey,
+           state: ttt.State, greedy: bool) -> jaxpuct.PolicyOutput:
+    """The configured policy at ``state`` (``greedy``: no noise, argmax move)."""
+    root = model.root(params, observe(state), ttt.legal(state))
+    if config.policy == "gumbel":
+        return jaxpuct.gumbel_policy(params, key, root, model.recurrent_fn,
+                                     config.num_simulations,
+                                     max_num_considered_actions=ttt.NUM_ACTIONS,
+                                     gumbel_scale=0.0 if greedy else 1.0)
+    return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
+                                    config.num_simulations, selection=muzero_puct_config(),
+                                    dirichlet_fraction=0.0 if greedy else 0.25,
+                                    temperature=0.0 if greedy else 1.0)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
+               key: chex.PRNGKey) -> Trajectories:
+    """``config.batch_size`` games from the empty board to their ends."""
+    state = ttt.initial(config.batch_size)
+
+    def ply(state, key):
+        out = search(config, model, params, key, state, greedy=False)
+        running = ~state.terminal
+        next_state, reward, terminal = ttt.step(state, out.action)
+        value = out.search_tree.summary().value
+        record = (observe(state), out.action, reward, out.action_weights, value,
+                  terminal & running, running)
+        return next_state, record
+
+    _, records = jax.lax.scan(ply, state, jax.random.split(key, MAX_PLIES))
+    return Trajectories(*(jnp.swapaxes(x, 0, 1) for x in records))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _greedy_moves(config: MuZeroConfig, model: MuZeroModel, params: Any,
+                  state: ttt.State) -> tuple[chex.Array, chex.Array]:
+    out = search(config, model, params, jax.random.key(0), state, greedy=True)
+    root = model.root(params, observe(state), ttt.legal(state))
+    prior_move = jnp.argmax(jnp.where(ttt.legal(state), root.prior_logits, -jnp.inf), -1)
+    return out.action, prior_move
+
+
+def evaluate_optimal_moves(config: MuZeroConfig, model: MuZeroModel, params: Any
+                           ) -> dict[str, float]:
+    """Fractions of the 4520 non-terminal positions where the greedy search move
+    (``search_optimal``) and the prior's argmax (``prior_optimal``) are
+    minimax-optimal."""
+    positions = ttt.all_positions()
+    state = ttt.batch(positions)
+    moves, prior = (np.asarray(x) for x in _greedy_moves(config, model, params, state))
+    optimal = ttt.optimal_move_table()[[ttt.code(p) for p in positions]]
+    rows = np.arange(len(positions))
+    return {"search_optimal": float(optimal[rows, moves].mean()),
+            "prior_optimal": float(optimal[rows, prior].mean())}
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _match(config: MuZeroConfig, model: MuZeroModel, num_games: int, params: Any,
+           key: chex.PRNGKey, minimax: bool) -> chex.Array:
+    """``[num_games]`` outcome for the agent (+1 win, 0 draw, -1 loss); the agent is
+    X in the first half of the games, O in the second."""
+    table = jnp.asarray(ttt.optimal_move_table())
+    agent_is_x = jnp.arange(num_games) < num_games // 2
+    state = ttt.initial(num_games)
+
+    def ply(carry, inputs):
+        state, outcome = carry
+        index, key = inputs
+        agent_key, opponent_key = jax.random.split(key)
+        agent_move = search(config, model, params, agent_key, state, greedy=True).action
+        legal = ttt.legal(state)
+        choices = jnp.where(minimax, table[ttt.codes(state)] & legal, legal)
+        opponent_move = jax.random.categorical(
+            opponent_key, jnp.where(choices, 0.0, -jnp.inf), axis=-1)
+        agent_moves = agent_is_x == (index % 2 == 0)  # X moves at even plies
+        action = jnp.where(agent_moves, agent_move, opponent_move).astype(jnp.int32)
+        running = ~state.terminal
+        state, reward, _ = ttt.step(state, action)
+        outcome = outcome + jnp.where(running, jnp.where(agent_moves, reward, -reward), 0.0)
+        return (state, outcome), None
+
+    (_, outcome), _ = jax.lax.scan(
+        ply, (state, jnp.zeros((num_games,), jnp.float32)),
+        (jnp.arange(MAX_PLIES), jax.random.split(key, MAX_PLIES)))
+    return outcome
+
+
+def evaluate_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
+                   key: chex.PRNGKey, num_games: int = 256) -> dict[str, float]:
+    """Loss rate against minimax, win and loss rates against a random player."""
+    minimax_key, random_key = jax.random.split(key)
+    vs_minimax = np.asarray(_match(config, model, num_games, params, minimax_key, True))
+    vs_random = np.asarray(_match(config, model, num_games, params, random_key, False))
+    return {"loss_vs_minimax": float(np.mean(vs_minimax < 0)),
+            "win_vs_random": float(np.mean(vs_random > 0)),
+            "loss_vs_random": float(np.mean(vs_random < 0))}

@@ -1,0 +1,180 @@
+"""The unrolled MuZero loss, its gradient scaling, and the optax train step.
+
+Schrittwieser et al. 2020, appendix G ("Training"): from the observation at a
+sampled start ``t`` the model is unrolled ``K`` steps along the stored actions,
+``s0 = h(o_t)``, ``(r_k, s_k) = g(s_{k-1}, a_{t+k-1})``, ``(p_k, v_k) = f(s_k)``,
+and each step's predictions are trained on :mod:`.targets`::
+
+    l = sum_k w_k (l_p(pi_{t+k}, p_k) + c_v l_v(z_{t+k}, v_k) + c_r l_r(u_{t+k}, r_k))
+
+* ``l_p``: cross-entropy with the search policy (only where ``policy_mask``);
+* ``l_v``, ``l_r``: cross-entropy between the head's logits and the two-hot
+  target over its support (:mod:`.value_transform`), or the squared error for a
+  scalar (``tanh``) head; no reward loss at ``k = 0``;
+* ``w_0 = 1`` and ``w_k = 1 / K`` for ``k >= 1`` (the pseudocode scales each
+  recurrent step's *gradient* by ``1 / K``; weighting the loss gives the same
+  gradient, and the reported loss is the one that is differentiated);
+* at every dynamics input the gradient is halved, ``scale_gradient(s, 1/2)``
+  (the pseudocode), so the total gradient into the dynamics stays constant
+  whatever ``K``;
+* ``c_v = value_weight``: 0.25 in the paper's Reanalyse runs, muzero-general and
+  LightZero (the paper's board games use 1);
+* each sample's loss is multiplied by its importance weight (prioritised replay).
+
+The L2 term ``1e-4 ||theta||^2`` is applied by the optimiser as coupled weight
+decay on the kernels, with :func:`jaxpuct.alphazero.training.decay_mask` (the
+same optimiser chain as AlphaZero's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from jaxpuct.alphazero.training import decay_mask
+from jaxpuct.muzero.networks import MuZeroNetwork, head_scalar
+from jaxpuct.muzero.replay import Batch
+from jaxpuct.muzero.value_transform import Support, scalar_to_two_hot
+
+__all__ = ["LossConfig", "Predictions", "head_loss", "make_optimizer", "scale_gradient",
+           "train_step", "unroll", "unroll_loss"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    """The loss and the optimiser (static; hashable).
+
+    Attributes:
+      policy_weight: weight of the policy cross-entropy (1).
+      value_weight: ``c_v`` (0.25; module docstring).
+      reward_weight: ``c_r`` (1).
+      dynamics_gradient_scale: factor of the gradient at each dynamics input (1/2).
+      learning_rate: Adam's step size.
+      weight_decay: coupled L2 weight on kernels (1e-4, the paper's).
+    """
+
+    policy_weight: float = 1.0
+    value_weight: float = 0.25
+    reward_weight: float = 1.0
+    dynamics_gradient_scale: float = 0.5
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not value >= 0:
+                raise ValueError(f"LossConfig.{field.name} must be >= 0, got {value!r}.")
+
+
+class Predictions(NamedTuple):
+    """The model's outputs along an unroll of ``K`` steps.
+
+    Attributes:
+      policy_logits: ``[B, K + 1, A]``.
+      value: ``[B, K + 1, V]`` logits (``V = 2n + 1``) or ``[B, K + 1]`` scalars.
+      reward: ``[B, K, R]`` logits or ``[B, K]`` scalars; ``reward[:, k - 1]`` is
+        the reward of unroll step ``k``.
+    """
+
+    policy_logits: chex.Array
+    value: chex.Array
+    reward: chex.Array
+
+
+def scale_gradient(x: chex.Array, scale: float) -> chex.Array:
+    """``x`` in the forward pass, ``scale`` times its gradient in the backward pass
+    (the pseudocode's ``scale_gradient``)."""
+    return scale * x + (1.0 - scale) * jax.lax.stop_gradient(x)
+
+
+def unroll(net: MuZeroNetwork, obs: chex.Array, actions: chex.Array,
+           dynamics_gradient_scale: float = 0.5) -> Predictions:
+    """Predictions of ``K = actions.shape[1]`` unroll steps from ``obs [B, ...]``.
+
+    A ``lax.scan`` over the steps, so that the compiled program does not grow
+    with ``K``.
+    """
+    latent = net.represent(obs)
+    logits0, value0 = net.predict(latent)
+    graphdef, state = nnx.split(net)
+
+    def step(carry, action):
+        model = nnx.merge(graphdef, state)
+        reward, nxt = model.dynamics(scale_gradient(carry, dynamics_gradient_scale), action)
+        logits, value = model.predict(nxt)
+        return nxt, (logits, value, reward)
+
+    _, (logits, value, reward) = jax.lax.scan(step, latent, jnp.swapaxes(actions, 0, 1))
+
+    def stack(first, rest):  # [B, ...] and [K, B, ...] -> [B, K + 1, ...]
+        return jnp.concatenate([first[:, None], jnp.swapaxes(rest, 0, 1)], axis=1)
+
+    return Predictions(policy_logits=stack(logits0, logits), value=stack(value0, value),
+                       reward=jnp.swapaxes(reward, 0, 1))
+
+
+def head_loss(out: chex.Array, target: chex.Array, support: Support | None) -> chex.Array:
+    """Per-element loss of a value or reward head: cross-entropy of ``out [..., 2n +
+    1]`` logits with the two-hot of ``target [...]``, or ``(out - target)**2`` for a
+    scalar head; ``[...]``."""
+    if support is None:
+        return (out - target) ** 2
+    return -jnp.sum(scalar_to_two_hot(target, support) * jax.nn.log_softmax(out, axis=-1),
+                    axis=-1)
+
+
+def unroll_loss(net: MuZeroNetwork, batch: Batch, config: LossConfig
+                ) -> tuple[chex.Array, dict[str, chex.Array]]:
+    """``(loss, metrics)`` of a minibatch (module docstring).
+
+    Returns:
+      ``loss []`` (importance-weighted mean over the batch) and ``[]`` metrics:
+      the unweighted batch means of each term summed over the unroll steps with
+      the ``w_k``, and the per-row priorities ``|v_0 - z_0| [B]`` under
+      ``"priority"``.
+    """
+    targets = batch.targets
+    k = batch.actions.shape[1]
+    preds = unroll(net, batch.obs, batch.actions, config.dynamics_gradient_scale)
+    step_weight = jnp.concatenate([jnp.ones((1,)), jnp.full((k,), 1.0 / k)])  # [K + 1]
+    log_p = jax.nn.log_softmax(preds.policy_logits, axis=-1)
+    policy = -jnp.sum(targets.policy * log_p, axis=-1) * targets.policy_mask  # [B, K + 1]
+    value = head_loss(preds.value, targets.value, net.config.value)  # [B, K + 1]
+    reward = head_loss(preds.reward, targets.reward[:, 1:], net.config.reward)  # [B, K]
+    policy, value = policy @ step_weight, value @ step_weight
+    reward = reward @ step_weight[1:]
+    per_row = (config.policy_weight * policy + config.value_weight * value
+               + config.reward_weight * reward)
+    loss = jnp.mean(batch.weights * per_row)
+    v0 = head_scalar(preds.value[:, 0], net.config.value)
+    metrics = {"loss": loss, "policy_loss": jnp.mean(policy), "value_loss": jnp.mean(value),
+               "reward_loss": jnp.mean(reward),
+               "priority": jax.lax.stop_gradient(jnp.abs(v0 - targets.value[:, 0]))}
+    return loss, metrics
+
+
+def make_optimizer(config: LossConfig) -> optax.GradientTransformation:
+    """Coupled weight decay on the kernels, then Adam."""
+    return optax.chain(optax.add_decayed_weights(config.weight_decay, mask=decay_mask),
+                       optax.adam(config.learning_rate))
+
+
+def train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
+               config: LossConfig, params: Any, opt_state: Any, batch: Batch
+               ) -> tuple[Any, Any, dict[str, chex.Array]]:
+    """One optimiser step; ``(params, opt_state, metrics)``. Jit it with
+    ``graphdef``, ``optimizer`` and ``config`` static (or closed over)."""
+
+    def loss(p):
+        return unroll_loss(nnx.merge(graphdef, p), batch, config)
+
+    (_, metrics), grads = jax.value_and_grad(loss, has_aux=True)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, metrics
