@@ -127,8 +127,8 @@ class SampledEmbedding:
       state: the user's embedding pytree ``[B, ...]``.
       actions: the node's ``K`` sampled actions, ``[B, K]`` int32 or ``[B, K, D]``
         float32.
-      key: ``[B, 2]`` uint32 (raw key data) the node's children draw from: the
-        child under slot ``k`` draws with ``fold_in(key, k)``.
+      key: ``[B, 2]`` uint32 (raw key data) the node's ``actions`` were drawn
+        with; the child under slot ``k`` has key ``fold_in(key, k)``.
     """
 
     state: Any
