@@ -83,8 +83,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import frame, validation
+from jaxpuct import gumbel as gumbel_lib
 from jaxpuct.final_move import lcb_action, sample_action, visit_policy
-from jaxpuct.numerics import finite_or_zero, prior_and_legal
+from jaxpuct.numerics import WEIGHT_FLOOR, finite_or_zero, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.roots import root_legal_mask
 from jaxpuct.selection import PUCTConfig, SelectionRule
@@ -112,11 +113,17 @@ class Samples(NamedTuple):
       logits: ``[M, K]`` float32 log-weights of the prior over the slots (up to a
         per-row constant; ``-inf`` at invalid slots).
       valid: ``[M, K]`` bool, the slots that hold a drawn action.
+      gumbel: ``[M, K]`` the Gumbel draws of the drawn actions (discrete; 0 at
+        invalid slots), or ``None``: a Gumbel root reuses them.
+      log_prior: ``[M, K]`` ``log π`` of the drawn actions (discrete; ``-inf``
+        at invalid slots), or ``None``.
     """
 
     actions: chex.Array
     logits: chex.Array
     valid: chex.Array
+    gumbel: chex.Array | None = None
+    log_prior: chex.Array | None = None
 
 
 @chex.dataclass(frozen=True)
@@ -227,7 +234,10 @@ class DiscreteActions:
             raw = jnp.take_along_axis(logits.astype(jnp.float32), actions, axis=-1)
             slot_logits = raw - log_q
         return Samples(actions=actions, logits=jnp.where(valid, slot_logits, -jnp.inf),
-                       valid=valid)
+                       valid=valid,
+                       gumbel=jnp.where(valid, jnp.take_along_axis(gumbel, actions, -1), 0.0),
+                       log_prior=jnp.where(valid, jnp.take_along_axis(log_prior, actions, -1),
+                                           -jnp.inf))
 
 
 # ------------------------------------------------------------- continuous actions
@@ -407,9 +417,10 @@ def _check_num_samples(num_samples: int, space: ActionSpace) -> None:
 
 
 def _sampled_root(root: Any, rng_key: chex.PRNGKey, invalid_actions: chex.Array | None,
-                  space: ActionSpace, layout: SampledLayout) -> RootFnOutput:
-    """The root as a width-``K`` ``RootFnOutput``: its slot logits and valid slots,
-    and a :class:`SampledEmbedding` holding the draws."""
+                  space: ActionSpace, layout: SampledLayout
+                  ) -> tuple[RootFnOutput, Samples]:
+    """The root as a width-``K`` ``RootFnOutput`` (its slot logits and valid slots,
+    and a :class:`SampledEmbedding` holding the draws), and the draws."""
     batch_size, width = validation.check_root(root)
     if width != space.params_width:
         what = ("[B, A] logits" if not space.continuous
@@ -428,7 +439,7 @@ def _sampled_root(root: Any, rng_key: chex.PRNGKey, invalid_actions: chex.Array 
     return RootFnOutput(
         prior_logits=samples.logits, value=root.value,
         embedding=SampledEmbedding(state=root.embedding, actions=samples.actions, key=keys),
-        legal_action_mask=samples.valid)
+        legal_action_mask=samples.valid), samples
 
 
 def _refuse(graph: Any, solver: Any) -> None:
@@ -534,7 +545,8 @@ def sampled_policy(
         virtual_loss=virtual_loss, second_moment=final_move == "lcb"
         or frame.needs_second_moment(selection), early_stop=early_stop)
     if tree is None:
-        wide, slot_invalid = _sampled_root(root, rng_key, invalid_actions, space, layout), None
+        wide, _ = _sampled_root(root, rng_key, invalid_actions, space, layout)
+        slot_invalid = None
     else:
         validation.check_tree_object("tree", tree)
         wide, slot_invalid = None, None
@@ -561,6 +573,12 @@ def sampled_policy(
         slot = jnp.where(jnp.any(prepared.legal, axis=-1), lcb_action(search_tree), -1)
     else:
         slot = sample_action(prepared.sample_keys, weights)
+    return _output(search_tree, space, slot, weights)
+
+
+def _output(search_tree: Tree, space: ActionSpace, slot: chex.Array,
+            weights: chex.Array) -> SampledPolicyOutput:
+    """The move ``slot [B]`` (``-1``: none) as an action, with the target."""
     root_actions = search_tree.embeddings.actions[:, Tree.ROOT_INDEX]
     picked = jnp.take_along_axis(root_actions, jnp.maximum(slot, 0).reshape(
         (-1,) + (1,) * (root_actions.ndim - 1)), axis=1)[:, 0]
@@ -571,3 +589,95 @@ def sampled_policy(
     return SampledPolicyOutput(action=action, action_slot=slot.astype(jnp.int32),
                                action_weights=weights, sampled_actions=root_actions,
                                search_tree=search_tree)
+
+
+def sampled_gumbel_policy(
+    params: Any,
+    rng_key: chex.PRNGKey,
+    root: Any,
+    recurrent_fn: RecurrentFn,
+    num_simulations: int,
+    invalid_actions: chex.Array | None = None,
+    max_depth: int | None = None,
+    *,
+    num_samples: int | None = None,
+    max_num_considered_actions: int = 16,
+    gumbel_scale: chex.Numeric = 1.0,
+    qtransform: gumbel_lib.CompletedQConfig = gumbel_lib.CompletedQConfig(),
+    prior_correction: PriorCorrection = "inclusion",
+    max_nodes: int | None = None,
+    action_space: ActionSpace | None = None,
+    tree: Tree | None = None,
+    graph: Any = None,
+    leaves_per_step: int = 1,
+    virtual_loss: VirtualLoss | None = None,
+    solver: Any = False,
+    final_move: str = "gumbel",
+    early_stop: bool = False,
+) -> SampledPolicyOutput:
+    """Gumbel MuZero's root (Danihelka et al. 2022) over ``K`` sampled actions:
+    the sampled variant the paper describes for large action spaces.
+
+    The root's ``K`` actions are the Gumbel-top-``K`` of ``log π + g``; the same
+    draws ``g`` then rank them for sequential halving (``g + log π + σ(q̂)``, the
+    top ``m = min(max_num_considered_actions, K)`` of them considered), so the
+    considered actions are exactly those a full-width Gumbel root would consider.
+    The root selects and completes Q with ``π`` renormalised over the samples (a
+    constant shift of the logits); deeper nodes use Gumbel's deterministic
+    interior rule over their own ``K`` samples with the sample-based prior (module
+    docstring). The target ``action_weights [B, K]`` is the improved policy
+    ``softmax(log π + σ(q̂))`` over the root's samples.
+
+    Discrete actions only (a Gaussian's i.i.d. samples come with no Gumbel
+    ranking; refused). ``gumbel_scale`` scales the halving's ``g``, not the
+    sampling. A continued ``tree`` is refused: sequential halving plans a fresh
+    draw, and a reused root keeps the samples of an earlier one. Other arguments
+    as :func:`sampled_policy` and :func:`jaxpuct.gumbel_policy` (``leaves_per_step``
+    and ``early_stop`` are refused as there).
+
+    Returns:
+      :class:`SampledPolicyOutput` (``action_weights`` the improved policy).
+    """
+    _refuse(graph, solver)
+    gumbel_lib.check_gumbel_args(max_num_considered_actions, qtransform, final_move,
+                                 leaves_per_step, virtual_loss)
+    gumbel_lib.refuse_early_stop(early_stop)
+    if tree is not None:
+        raise ValueError(
+            "sampled_gumbel_policy does not continue a tree, got tree=: sequential halving "
+            "ranks the root's samples by the Gumbel draw that chose them, and a reused "
+            "root's samples came from an earlier draw. Search the new root (tree=None), or "
+            "continue with sampled_policy.")
+    validation.check_choice("prior_correction", prior_correction, PRIOR_CORRECTIONS)
+    space = _space_for(root, None, action_space)
+    if space.continuous:
+        raise ValueError(
+            f"sampled_gumbel_policy needs discrete actions, got action_space={space!r}: "
+            "the Gumbel root ranks samples drawn by Gumbel-top-K, and i.i.d. Gaussian "
+            "samples have no such ranking. Use sampled_policy.")
+    if num_samples is None:
+        num_samples = min(DEFAULT_NUM_SAMPLES, space.num_actions)
+    _check_num_samples(num_samples, space)
+    layout = SampledLayout(num_samples=num_samples, space=space,
+                           prior_correction=prior_correction)
+    batch_size = frame.batch_size(root, None)
+    gumbel_lib.check_gumbel_scale(gumbel_scale, batch_size)
+    capacity = frame.capacity(None, max_nodes, num_simulations)
+    options = frame.engine_options(num_simulations, max_depth, capacity,
+                                   second_moment=final_move == "lcb")
+    wide, samples = _sampled_root(root, rng_key, invalid_actions, space, layout)
+    pi = jnp.where(samples.valid, jnp.exp(samples.log_prior), 0.0)
+    prepared = frame.prepare(wide, rng_key, num_simulations, None, options,
+                             max_nodes=max_nodes, sampled=layout,
+                             root_prior=pi / jnp.maximum(jnp.sum(pi, -1, keepdims=True),
+                                                         WEIGHT_FLOOR))
+    root_search = gumbel_lib.GumbelRoot.begin(
+        prepared, qtransform, min(max_num_considered_actions, num_samples), num_simulations,
+        samples.gumbel, gumbel_scale)
+    rule = frame.selection_rule(SelectionRule(
+        root=root_search.rule(), interior=gumbel_lib.gumbel_interior_rule(qtransform)),
+        options)
+    search_tree, _ = frame.search(params, prepared, SampledExpander(recurrent_fn, layout),
+                                  rule, options)
+    slot, weights = root_search.move(search_tree, final_move, False)
+    return _output(search_tree, space, slot, weights)

@@ -351,7 +351,7 @@ def test_bad_input_is_refused_by_name(kw, words):
 
 
 def test_trees_of_another_kind_are_refused():
-    plain = jaxpuct.init_tree(_root(_IDS), S + 1)
+    plain = _full(_KEYS, _IDS).search_tree  # compiled by the K = A test
     with pytest.raises(ValueError, match="sampled_policy only"):
         sampled_policy(None, jax.random.PRNGKey(0), None, _recurrent_fn, S, tree=plain)
     tree = _sampled(_KEYS, _IDS).search_tree
@@ -363,3 +363,48 @@ def test_trees_of_another_kind_are_refused():
                        num_samples=3)
     with pytest.raises(ValueError, match="action_slot"):
         jaxpuct.subtree_or_init(tree, jnp.zeros(B, jnp.int32), _root(_IDS))
+
+
+# ----------------------------------------------------------------- Gumbel root
+
+
+@sc.jit
+def _gumbel_pair(keys, ids):
+    """The sampled Gumbel root with K = A, and gumbel_policy given the same draw
+    (the root's Gumbel draw is jax.random.gumbel of the root's stored key)."""
+    got = sampled.sampled_gumbel_policy(None, keys, _root(ids), _recurrent_fn, S,
+                                        num_samples=A, max_num_considered_actions=4)
+    draw = jax.vmap(lambda k: jax.random.gumbel(k, (A,)))(got.search_tree.embeddings.key[:, 0])
+    ref = jaxpuct.gumbel_policy(None, keys, _root(ids), _recurrent_fn, S, gumbel=draw,
+                                max_num_considered_actions=4)
+    return got, ref
+
+
+def test_sampled_gumbel_root_with_all_actions_is_gumbel_search():
+    """K = A: the sampled Gumbel root is gumbel_policy with the same draw: the same
+    visits (mapped through the slots), move, and improved policy (to rounding: the
+    root's π is renormalised over the samples)."""
+    got, ref = jax.device_get(_gumbel_pair(_KEYS, _IDS))
+    t, r = got.search_tree, ref.search_tree
+    check_tree(t, S)
+    np.testing.assert_array_equal(t.node_visits, r.node_visits)
+    np.testing.assert_allclose(t.node_values, r.node_values, rtol=1e-5, atol=1e-6)
+    acts = t.embeddings.actions
+    legal = t.children_index != jaxpuct.ILLEGAL
+    rows = np.arange(B)[:, None, None], np.arange(t.max_nodes)[None, :, None]
+    np.testing.assert_array_equal(np.where(legal, t.edge_visits, 0),
+                                  np.where(legal, r.edge_visits[rows[0], rows[1], acts], 0))
+    np.testing.assert_array_equal(got.action, ref.action)
+    np.testing.assert_allclose(got.action_weights, np.where(
+        legal[:, 0], ref.action_weights[np.arange(B)[:, None], acts[:, 0]], 0.0),
+        rtol=1e-5, atol=1e-6)
+
+
+def test_sampled_gumbel_root_refusals():
+    for kw, word in ((dict(action_space=GaussianActions(3)), "discrete"),
+                     (dict(leaves_per_step=2), "leaves_per_step"),
+                     (dict(early_stop=True), "early_stop"),
+                     (dict(tree=_sampled(_KEYS, _IDS).search_tree), "tree=")):
+        with pytest.raises(ValueError, match=word):
+            sampled.sampled_gumbel_policy(None, jax.random.PRNGKey(0), _root(_IDS),
+                                          _recurrent_fn, S, num_samples=K, **kw)
