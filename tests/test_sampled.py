@@ -87,10 +87,10 @@ def _full(keys, ids):
 @sc.jit
 def _reuse(keys, tree, slot):
     sub, reused = jaxpuct.subtree(tree, slot)
-    # Continued with two leaves per step and root noise over the slots: one
-    # compilation for the three features.
+    # Continued with two leaves per step, root noise over the slots and early
+    # stopping: one compilation for the four features.
     return sub, reused, sampled_policy(None, keys, None, _recurrent_fn, S, tree=sub,
-                                       temperature=1.0, leaves_per_step=2)
+                                       temperature=1.0, leaves_per_step=2, early_stop=True)
 
 
 # ------------------------------------------------------------ Gumbel-top-K
@@ -236,9 +236,12 @@ def test_trees_pass_check_tree_and_moves_are_sampled_legal_actions():
     check_tree(cont.search_tree, None)
     np.testing.assert_array_equal(cont.search_tree.embeddings.actions[:, 0],
                                   np.asarray(sub.embeddings.actions[:, 0]))
-    # Every walk of a step found an edge: S new visits at each root.
+    # Every walk found an edge: the new root visits are the walks early stopping
+    # did not skip.
+    saved = cont.search_tree.summary().simulations_saved
+    assert np.all((saved >= 0) & (saved < S))
     np.testing.assert_array_equal(cont.search_tree.node_visits[:, 0],
-                                  sub.node_visits[:, 0] + S)
+                                  sub.node_visits[:, 0] + S - saved)
     legal = cont.search_tree.children_index[:, 0] != jaxpuct.ILLEGAL
     assert np.all(legal[np.arange(B), cont.action_slot])
 
@@ -274,14 +277,14 @@ def _continuous_fn(params, key, action, x):
     return out, new
 
 
-@functools.partial(sc.jit, static_argnames=("num_samples", "sims"))
-def _continuous(key, *, num_samples, sims):
+@functools.partial(sc.jit, static_argnames=("num_samples", "sims", "final_move"))
+def _continuous(key, *, num_samples, sims, final_move):
     root = jaxpuct.RootFnOutput(prior_logits=jnp.zeros((CB, 4)), value=jnp.zeros((CB,)),
                                 embedding=jnp.zeros((CB, 2)))
     # Returns reach about -10: min-max normalised Q (with FPU) instead of [-1, 1].
     return sampled_policy(None, key, root, _continuous_fn, sims, num_samples=num_samples,
                           action_space=GaussianActions(2), temperature=0.0,
-                          dirichlet_fraction=0.0, max_depth=4,
+                          dirichlet_fraction=0.0, max_depth=4, final_move=final_move,
                           selection=jaxpuct.PUCTConfig(q_normalization="minmax"))
 
 
@@ -290,10 +293,13 @@ def test_continuous_move_approaches_the_optimum_as_samples_and_simulations_grow(
     32 trees the mean distance of the move to c is below the prior mean's (1.0)
     at (K, S) = (4, 16) (measured 0.77 to 0.89 over seeds) and below 0.6 of
     that at (32, 128) (measured 0.38 to 0.40), and never below the best root
-    sample's (the search picks among the samples)."""
+    sample's (the search picks among the samples). The small search plays the
+    LCB move (KataGo's), the large one the most visited."""
     distances = []
-    for k in (4, 32):
-        out = jax.device_get(_continuous(jax.random.PRNGKey(5), num_samples=k, sims=4 * k))
+    for k, move in ((4, "lcb"), (32, "visits")):
+        out = jax.device_get(_continuous(jax.random.PRNGKey(5), num_samples=k, sims=4 * k,
+                                         final_move=move))
+        assert (out.search_tree.node_sq_values is not None) == (move == "lcb")
         tree = out.search_tree
         assert tree.embeddings.actions.shape == (CB, 4 * k + 1, k, 2)
         assert np.any(tree.children_index[:, 1:] >= 0)  # deeper than one ply
