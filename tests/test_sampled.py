@@ -72,10 +72,15 @@ _IDS = mix32(jnp.arange(B, dtype=jnp.uint32) + jnp.uint32(99))
 _KEYS = jax.random.split(jax.random.PRNGKey(3), B)
 
 
+_NONE_INVALID = jnp.zeros((B, A), jnp.bool_)
+# Root actions never to draw, in the prior test: each tree's first legal action.
+_INVALID = jax.nn.one_hot(jnp.argmax(_evaluate(_IDS)[1], -1), A, dtype=jnp.bool_)
+
+
 @functools.partial(sc.jit, static_argnames=("num_samples",))
-def _sampled(keys, ids, *, num_samples=K):
-    return sampled_policy(None, keys, _root(ids), _recurrent_fn, S, num_samples=num_samples,
-                          temperature=0.0, dirichlet_fraction=0.0)
+def _sampled(keys, ids, invalid=_NONE_INVALID, *, num_samples=K):
+    return sampled_policy(None, keys, _root(ids), _recurrent_fn, S, invalid,
+                          num_samples=num_samples, temperature=0.0, dirichlet_fraction=0.0)
 
 
 @sc.jit
@@ -170,8 +175,9 @@ def _numpy_prior(logits, legal, gumbel, k):
 
 def test_prior_is_pi_over_inclusion_probability_at_every_node():
     """Every stored node's slots and prior, recomputed in NumPy from its key (the
-    Gumbel draw) and its state (the network's logits and mask)."""
-    out = _sampled(_KEYS, _IDS)
+    Gumbel draw) and its state (the network's logits and mask; at the root minus
+    ``invalid_actions``, which are never drawn)."""
+    out = _sampled(_KEYS, _IDS, _INVALID)
     tree = jax.device_get(out.search_tree)
     emb = tree.embeddings
     logits, legal, _ = jax.device_get(_evaluate(jnp.asarray(emb.state.reshape(-1))))
@@ -181,7 +187,8 @@ def test_prior_is_pi_over_inclusion_probability_at_every_node():
     for b in range(B):
         for n in range(int(tree.num_nodes[b])):
             i = b * tree.max_nodes + n
-            chosen, prior = _numpy_prior(logits[i], legal[i], gumbels[i], K)
+            mask = legal[i] & ~np.asarray(_INVALID[b]) if n == 0 else legal[i]
+            chosen, prior = _numpy_prior(logits[i], mask, gumbels[i], K)
             few += len(chosen) < K
             np.testing.assert_array_equal(emb.actions[b, n, :len(chosen)], chosen)
             assert np.all(tree.children_index[b, n, len(chosen):] == jaxpuct.ILLEGAL)
