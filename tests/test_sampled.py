@@ -9,7 +9,8 @@
   (slot ``k`` is the ``k``-th legal action in id order; a node with fewer legal
   actions has its illegal slots last);
 * batch independence (a permuted batch with permuted keys is the permuted
-  result), ``check_tree`` on plain, several-leaves, reused and continuous trees;
+  result), ``check_tree`` on plain, reused (continued with two leaves per step,
+  early stopping, root noise and a banned root action) and continuous trees;
 * a continuous 2-D planning problem whose best first action is known: the
   distance of the move to it shrinks as ``S`` and ``K`` grow;
 * bad input raises a ``ValueError`` naming the argument.
@@ -92,10 +93,16 @@ def _full(keys, ids):
 @sc.jit
 def _reuse(keys, tree, slot):
     sub, reused = jaxpuct.subtree(tree, slot)
+    # The continued search bans, through invalid_actions, the action held by the
+    # new root's first legal slot that has no visit yet (each tree here has one).
+    root_edges = sub.children_index[:, 0]
+    open_slot = jnp.argmax((root_edges != jaxpuct.ILLEGAL) & (sub.edge_visits[:, 0] == 0), -1)
+    banned = jnp.take_along_axis(sub.embeddings.actions[:, 0], open_slot[:, None], -1)[:, 0]
     # Continued with two leaves per step, root noise over the slots and early
-    # stopping: one compilation for the four features.
-    return sub, reused, sampled_policy(None, keys, None, _recurrent_fn, S, tree=sub,
-                                       temperature=1.0, leaves_per_step=2, early_stop=True)
+    # stopping: one compilation for the five features.
+    out = sampled_policy(None, keys, None, _recurrent_fn, S, jax.nn.one_hot(banned, A) > 0,
+                         tree=sub, temperature=1.0, leaves_per_step=2, early_stop=True)
+    return sub, reused, out, open_slot, banned
 
 
 # ------------------------------------------------------------ Gumbel-top-K
@@ -237,9 +244,15 @@ def test_trees_pass_check_tree_and_moves_are_sampled_legal_actions():
         np.testing.assert_allclose(out.action_weights[b].sum(), 1.0, rtol=1e-6)
     # Tree reuse through the slots: the subtree keeps its samples and is continued
     # (with two leaves per step).
-    sub, reused, cont = jax.device_get(_reuse(_KEYS, device_out.search_tree,
-                                              device_out.action_slot))
+    sub, reused, cont, open_slot, banned = jax.device_get(_reuse(
+        _KEYS, device_out.search_tree, device_out.action_slot))
     assert np.all(reused)
+    # The banned action's slot is ILLEGAL at the continued root, never visited or played.
+    assert np.all(sub.edge_visits[np.arange(B), 0, open_slot] == 0)
+    assert np.all(cont.search_tree.children_index[np.arange(B), 0, open_slot]
+                  == jaxpuct.ILLEGAL)
+    assert np.all(cont.search_tree.edge_visits[np.arange(B), 0, open_slot] == 0)
+    assert np.all(cont.action != banned)
     check_tree(cont.search_tree, None)
     np.testing.assert_array_equal(cont.search_tree.embeddings.actions[:, 0],
                                   np.asarray(sub.embeddings.actions[:, 0]))
