@@ -5,8 +5,9 @@ Thousands of AlphaZero-style searches advance in lockstep inside one
 whole batch. The interface follows ``mctx`` (DeepMind), so an mctx
 ``recurrent_fn`` runs unchanged.
 
-The top level holds the types, the configurations, the three policies, the
-search, the tree and tree reuse. The pieces behind them live in their modules:
+The top level holds the types, the configurations, the policies (AlphaZero,
+Gumbel, chance nodes, sampled actions), the search, the tree and tree reuse.
+The pieces behind them live in their modules:
 ``jaxpuct.selection`` (PUCT scores), ``jaxpuct.final_move`` (visit targets,
 LCB, target pruning), ``jaxpuct.roots`` (Dirichlet noise), ``jaxpuct.solver``,
 ``jaxpuct.graph``, ``jaxpuct.engine`` (the loop and its protocols).
@@ -23,6 +24,13 @@ from jaxpuct.gumbel import CompletedQConfig, gumbel_policy
 from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree, subtree_or_init, subtree_path
 from jaxpuct.roots import init_tree
+from jaxpuct.sampled import (
+    DiscreteActions,
+    GaussianActions,
+    SampledPolicyOutput,
+    sampled_gumbel_policy,
+    sampled_policy,
+)
 from jaxpuct.search import search
 from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.solver import SolverConfig
@@ -43,12 +51,15 @@ __all__ = [
     "ChanceRecurrentFnOutput",
     "CompletedQConfig",
     "DecisionRecurrentFnOutput",
+    "DiscreteActions",
+    "GaussianActions",
     "GraphConfig",
     "ILLEGAL",
     "PUCTConfig",
     "PolicyOutput",
     "RecurrentFnOutput",
     "RootFnOutput",
+    "SampledPolicyOutput",
     "SearchSummary",
     "SelectionRule",
     "SolverConfig",
@@ -58,6 +69,8 @@ __all__ = [
     "alphazero_policy",
     "gumbel_policy",
     "init_tree",
+    "sampled_gumbel_policy",
+    "sampled_policy",
     "search",
     "stochastic_gumbel_policy",
     "stochastic_policy",

@@ -36,7 +36,7 @@ from jaxpuct.graph import GraphConfig
 from jaxpuct.roots import prepare_tree, root_noise, root_prior_and_legal
 from jaxpuct.selection import PUCTConfig, SelectionRule, puct_rule
 from jaxpuct.solver import Solver, solver_config
-from jaxpuct.tree import ILLEGAL, ChanceLayout, Tree
+from jaxpuct.tree import ILLEGAL, ChanceLayout, SampledLayout, Tree
 from jaxpuct.virtual_loss import VirtualLoss
 
 
@@ -174,7 +174,8 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
             graph: GraphConfig | None = None,
             noise: tuple[chex.Numeric, chex.Numeric, chex.Array | None] | None = None,
             root_prior: chex.Array | None = None,
-            chance: ChanceLayout | None = None) -> Prepared:
+            chance: ChanceLayout | None = None,
+            sampled: SampledLayout | None = None) -> Prepared:
     """Checks the call once and prepares the tree (module docstring).
 
     ``noise``: ``(dirichlet_fraction, dirichlet_alpha, draw)`` to mix into the
@@ -186,7 +187,9 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
     ``chance``: the :class:`jaxpuct.tree.ChanceLayout` of a search with chance
     nodes (a new tree gets it; a continued tree must have it), ``None`` for a
     search without (a continued tree must have none); the noise is then drawn
-    over the ``chance.num_actions`` decision actions only. With early stopping
+    over the ``chance.num_actions`` decision actions only. ``sampled``: the
+    :class:`jaxpuct.tree.SampledLayout` of a search over sampled actions (the
+    same rule: a new tree gets it, a continued one must have it). With early stopping
     given as a ``[B]`` (or scalar array) bool mask in ``options``, only the trees
     where it is set may stop early.
     """
@@ -200,6 +203,12 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
                 f"tree has chance-node layout {tree.chance!r}, but this search expects "
                 f"{chance!r}: a tree with chance nodes is continued by stochastic_policy "
                 "(or stochastic_search) only, and a tree without by the other policies.")
+        if tree.sampled != sampled:
+            raise ValueError(
+                f"tree has sampled-action layout {tree.sampled!r}, but this search expects "
+                f"{sampled!r}: a tree of sampled actions is continued by sampled_policy "
+                "only (with the same num_samples, action space and prior_correction), and "
+                "a tree of all actions by the other policies.")
     if invalid_actions is not None:
         validation.check_mask("invalid_actions", invalid_actions, (batch_size, num_actions))
     shared_key, element_keys = validation.split_keys(rng_key, batch_size)
@@ -234,6 +243,8 @@ def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
                             root_prior_legal=(prior, legal))
     if tree is None and chance is not None:
         prepared = prepared.replace(chance=chance)
+    if tree is None and sampled is not None:
+        prepared = prepared.replace(sampled=sampled)
     if options.early_stop is not None and options.early_stop is not True:
         mask = options.early_stop
         validation.check_scalar_or_batch("early_stop", mask, batch_size)

@@ -174,6 +174,12 @@ def subtree_or_init(
             "subtree_or_init of a tree with chance nodes is not supported: a fresh "
             "element needs the wide root that stochastic_policy builds. Continue with "
             "subtree_path and start the elements it could not reuse with a new search.")
+    if tree.sampled is not None:
+        raise ValueError(
+            "subtree_or_init of a tree of sampled actions is not supported: a fresh "
+            "element needs the root samples that sampled_policy draws. Continue with "
+            "subtree(tree, output.action_slot) and start the elements it could not reuse "
+            "with a new sampled_policy call.")
     reused_tree, reused = _subtree_path(tree, actions, reachability)
     _check_graph(tree, graph)
     batch_size, num_actions = check_init_args(root, tree.max_nodes, root_prior,

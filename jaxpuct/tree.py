@@ -57,13 +57,36 @@ class ChanceLayout:
 
 
 @dataclasses.dataclass(frozen=True)
+class SampledLayout:
+    """The edge layout of a tree of sampled actions (static; hashable;
+    :mod:`jaxpuct.sampled`).
+
+    Attributes:
+      num_samples: ``K``, the edge slots of every node (the width of the edge
+        arrays); slot ``k`` of node ``n`` stands for the action stored in
+        ``tree.embeddings.actions[:, n, k]``.
+      space: the action space the samples were drawn from (a frozen
+        :class:`jaxpuct.sampled.DiscreteActions` or
+        :class:`jaxpuct.sampled.GaussianActions`).
+      prior_correction: how the prior over the slots was made
+        (``"inclusion"`` or ``"uniform"``, see :mod:`jaxpuct.sampled`).
+    """
+
+    num_samples: int
+    space: Any
+    prior_correction: str = "inclusion"
+
+
+@dataclasses.dataclass(frozen=True)
 class Tree:
     """A batch of search trees (or graphs, when ``graph`` is set).
 
-    Two fields are static (part of the pytree structure, not arrays): ``graph``,
-    the ``GraphConfig`` the tree was built for (``None`` for a tree), and
+    Three fields are static (part of the pytree structure, not arrays): ``graph``,
+    the ``GraphConfig`` the tree was built for (``None`` for a tree),
     ``chance``, the :class:`ChanceLayout` of a tree with chance nodes (``None``
-    without). A continued search and tree reuse read them, so they cannot
+    without), and ``sampled``, the :class:`SampledLayout` of a tree whose edges
+    are ``K`` sampled actions (``None`` for one whose edges are all ``A``
+    actions). A continued search and tree reuse read them, so they cannot
     disagree with how the tree was built.
 
     Attributes:
@@ -106,6 +129,8 @@ class Tree:
         search or ``subtree`` starts without it.
       graph: static ``GraphConfig`` of a graph, or ``None``.
       chance: static :class:`ChanceLayout` of a tree with chance nodes, or ``None``.
+      sampled: static :class:`SampledLayout` of a tree of sampled actions, or
+        ``None``.
     """
 
     node_visits: chex.Array
@@ -129,6 +154,7 @@ class Tree:
     early_stop: StopState | None = None
     graph: GraphConfig | None = None
     chance: ChanceLayout | None = None
+    sampled: SampledLayout | None = None
 
     ROOT_INDEX: ClassVar[int] = 0
 
@@ -138,9 +164,12 @@ class Tree:
 
     @property
     def kind(self) -> str:
-        """``"tree"``, ``"graph"`` or ``"stochastic"`` (chance nodes)."""
+        """``"tree"``, ``"graph"``, ``"stochastic"`` (chance nodes) or ``"sampled"``
+        (sampled actions)."""
         if self.chance is not None:
             return "stochastic"
+        if self.sampled is not None:
+            return "sampled"
         return "graph" if self.graph is not None else "tree"
 
     @property
@@ -216,7 +245,7 @@ class Tree:
         return out
 
 
-_TREE_META = ("graph", "chance")
+_TREE_META = ("graph", "chance", "sampled")
 jax.tree_util.register_dataclass(
     Tree, data_fields=[f.name for f in dataclasses.fields(Tree) if f.name not in _TREE_META],
     meta_fields=list(_TREE_META))

@@ -1,0 +1,86 @@
+"""Sampled search against full-width search as the action count ``A`` grows.
+
+Run ``taskset -c 1 python -m benchmarks.sampled`` (default: B=32 trees, S=64,
+K=16, A in 100, 1000, 10000) or ``--quick`` (tiny sizes). The workload is the
+synthetic game of :mod:`jaxpuct.testing.synthetic` (no network: its logits are a
+sin over the ``A`` actions), searched by ``alphazero_policy`` (full width, edge
+arrays ``[B, N, A]``) and by ``sampled_policy`` with ``num_samples=K`` (edge
+arrays ``[B, N, K]``, the samples in the embedding), no noise, τ = 0.
+
+Reported per ``A``: the tree's bytes per node slot (``Tree.bytes_per_node``,
+summed: node arrays, edge arrays, embedding) and the time per simulation
+(median of ``--reps`` jitted calls, compiled beforehand, ``block_until_ready``
+after each, divided by ``S``).
+
+What stays O(A) in sampled search: the model's output (``A`` logits per new
+node, here the synthetic game's sin) and the Gumbel-top-``K`` draw over them
+(one ``top_k`` over ``A`` per new node). Everything the tree stores and every
+selection step is O(K).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+
+import jaxpuct
+from jaxpuct.sampled import sampled_policy
+from jaxpuct.testing.synthetic import synthetic_game
+
+
+def _time(fn, *args, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(batch: int, num_simulations: int, num_samples: int, num_actions: int,
+            reps: int) -> dict[str, tuple[int, float]]:
+    """``{name: (bytes per node, seconds per simulation)}`` for one ``A``."""
+    root, recurrent_fn = synthetic_game(batch, num_actions)
+    key = jax.random.PRNGKey(0)
+    policies = {
+        "full": jax.jit(lambda k: jaxpuct.alphazero_policy(
+            None, k, root, recurrent_fn, num_simulations, dirichlet_fraction=0.0,
+            temperature=0.0)),
+        f"sampled K={num_samples}": jax.jit(lambda k: sampled_policy(
+            None, k, root, recurrent_fn, num_simulations, num_samples=num_samples,
+            dirichlet_fraction=0.0, temperature=0.0)),
+    }
+    out = {}
+    for name, fn in policies.items():
+        tree = jax.block_until_ready(fn(key)).search_tree
+        per_node = sum(tree.bytes_per_node().values())
+        out[name] = (per_node, _time(fn, key, reps=reps) / num_simulations)
+        del tree
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--simulations", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--actions", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        args.batch, args.simulations, args.actions, args.reps = 4, 8, [20, 40], 1
+    print(f"B={args.batch} S={args.simulations} K={args.samples} on "
+          f"{jax.devices()[0].platform}")
+    print(f"{'A':>7} {'search':>14} {'bytes/node':>11} {'us/simulation':>14}")
+    for num_actions in args.actions:
+        results = measure(args.batch, args.simulations, args.samples, num_actions, args.reps)
+        for name, (per_node, seconds) in results.items():
+            print(f"{num_actions:>7} {name:>14} {per_node:>11} {seconds * 1e6:>14.1f}")
+
+
+if __name__ == "__main__":
+    main()
