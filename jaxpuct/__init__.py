@@ -24,13 +24,7 @@ from jaxpuct.gumbel import CompletedQConfig, gumbel_policy
 from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree, subtree_or_init, subtree_path
 from jaxpuct.roots import init_tree
-from jaxpuct.sampled import (
-    DiscreteActions,
-    GaussianActions,
-    SampledPolicyOutput,
-    sampled_gumbel_policy,
-    sampled_policy,
-)
+from jaxpuct.sampled import sampled_gumbel_policy, sampled_policy  # spaces: jaxpuct.sampled
 from jaxpuct.search import search
 from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.solver import SolverConfig
@@ -51,15 +45,12 @@ __all__ = [
     "ChanceRecurrentFnOutput",
     "CompletedQConfig",
     "DecisionRecurrentFnOutput",
-    "DiscreteActions",
-    "GaussianActions",
     "GraphConfig",
     "ILLEGAL",
     "PUCTConfig",
     "PolicyOutput",
     "RecurrentFnOutput",
     "RootFnOutput",
-    "SampledPolicyOutput",
     "SearchSummary",
     "SelectionRule",
     "SolverConfig",
