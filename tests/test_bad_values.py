@@ -20,13 +20,13 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 import pytest
 import search_cases as sc
 from jax.experimental import checkify
 
 import jaxpuct
 import jaxpuct.numerics
+from jaxpuct.testing import random_games, tictactoe
 
 B, A = 2, 3
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -473,15 +473,15 @@ def test_root_without_legal_action():
 
 @sc.jit
 def _ttt_policy(state):
-    return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), oracles.ttt_root(state),
-                                    oracles.ttt_recurrent_fn, 6, dirichlet_fraction=0.0,
+    return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), tictactoe.root(state),
+                                    tictactoe.recurrent_fn, 6, dirichlet_fraction=0.0,
                                     temperature=0.0)
 
 
 def test_terminal_root_is_not_searched():
     """A tic-tac-toe root that is already won: no legal move, action -1."""
-    won = oracles.ttt_parse("XXX OO. ...")
-    state = oracles.ttt_batch([won, oracles.TTT_EMPTY])
+    won = tictactoe.parse("XXX OO. ...")
+    state = tictactoe.batch([won, tictactoe.EMPTY])
     out = _ttt_policy(state)
     assert int(out.action[0]) == -1 and int(out.action[1]) >= 0
     assert int(out.search_tree.num_nodes[0]) == 1
@@ -531,12 +531,14 @@ def test_nan_from_the_network_stays_in_its_tree(poison_root):
 def _full_tree_forest():
     """Elements 0, 2, 3 play games large enough to fill 16 slots; element 1 a game of
     one move (at most 4 nodes), whose tree never fills."""
-    big = [g for g in (oracles.random_game(s, sc.NUM_ACTIONS, sc.GAME_DEPTH, legal_prob=0.9,
-                                           terminal_prob=0.1) for s in range(40, 80))
+    big = [g for g in (random_games.random_game(s, sc.NUM_ACTIONS, sc.GAME_DEPTH,
+                                                legal_prob=0.9, terminal_prob=0.1)
+                       for s in range(40, 80))
            if g.num_nodes >= 40][:3]
-    tiny = oracles.random_game(44, sc.NUM_ACTIONS, 1, legal_prob=0.9)
+    tiny = random_games.random_game(44, sc.NUM_ACTIONS, 1, legal_prob=0.9)
     games = [big[0], tiny, big[1], big[2]]
-    forest, roots = oracles.stack_games([oracles.pad_game(g, sc.GAME_NODES) for g in games])
+    forest, roots = random_games.stack_games(
+        [random_games.pad_game(g, sc.GAME_NODES) for g in games])
     return forest, roots, games
 
 
