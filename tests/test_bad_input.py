@@ -132,8 +132,9 @@ _POLICY_OUTPUT = _bandit_policy()
 
 # (description, thunk, words the message must contain: the argument's name and the
 # expected and actual values, jit): jit=True cases run eagerly and under ``jax.jit``
-# (where the error is raised while tracing); jit=False cases run eagerly only, with
-# the reason beside the case.
+# (where the error is raised while tracing); jit=False cases, value checks of
+# concrete arrays that a traced array skips, run eagerly only, with the reason
+# beside the case.
 CASES = [
     ("logits rank 1", lambda: _policy(_root(prior_logits=jnp.zeros((A,)))),
      ["root.prior_logits", "[B, num_actions]", "[3]"], True),
@@ -293,9 +294,9 @@ CASES = [
     ("subtree(policy output)", lambda: jaxpuct.subtree(_POLICY_OUTPUT, jnp.zeros(B, jnp.int32)),
      ["PolicyOutput", ".search_tree"], True),
     ("to_dot(policy output)", lambda: _to_dot(_POLICY_OUTPUT),
-     ["tree", "PolicyOutput", ".search_tree"], False),  # to_dot returns a str
+     ["tree", "PolicyOutput", ".search_tree"], True),
     ("to_dot under jit", lambda: jax.jit(lambda t: len(_to_dot(t)))(_POLICY_OUTPUT.search_tree),
-     ["tree", "concrete", "jax.jit"], False),  # already the jitted call
+     ["tree", "concrete", "jax.jit"], True),
     ("recurrent_fn returns a dict", lambda: _bandit_policy(recurrent_fn=_dict_output),
      ["recurrent_fn", "RecurrentFnOutput", "dict", "'reward'"], True),
 ]
