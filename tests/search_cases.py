@@ -16,11 +16,11 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 
 import jaxpuct
 from jaxpuct import ILLEGAL, UNEXPANDED, PUCTConfig
 from jaxpuct.testing import checks as testing_checks
+from jaxpuct.testing import random_games
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
@@ -39,16 +39,16 @@ GAME_DEPTH = 4
 GAME_NODES = sum(NUM_ACTIONS**d for d in range(GAME_DEPTH + 1))  # 121: the largest tree
 
 
-def game_forest(seeds, **kwargs) -> tuple[oracles.RandomGame, np.ndarray, list]:
-    """Games ``oracles.random_game(seed, 3, 4, **kwargs)``, each padded to
+def game_forest(seeds, **kwargs) -> tuple[random_games.RandomGame, np.ndarray, list]:
+    """Games ``random_games.random_game(seed, 3, 4, **kwargs)``, each padded to
     ``GAME_NODES`` nodes and stacked: ``(forest, roots [B], games)``. Every forest of
     ``B`` games has the same shapes, so searches over it share a compilation."""
-    games = [oracles.random_game(int(s), NUM_ACTIONS, GAME_DEPTH, **kwargs) for s in seeds]
-    forest, roots = oracles.stack_games([oracles.pad_game(g, GAME_NODES) for g in games])
+    games = [random_games.random_game(int(s), NUM_ACTIONS, GAME_DEPTH, **kwargs) for s in seeds]
+    forest, roots = random_games.stack_games([random_games.pad_game(g, GAME_NODES) for g in games])
     return forest, roots, games
 
 
-def forest_bounds(forest: oracles.RandomGame) -> tuple[np.ndarray, np.ndarray]:
+def forest_bounds(forest: random_games.RandomGame) -> tuple[np.ndarray, np.ndarray]:
     """``[N]`` lower/upper bounds of every return a search can back up into a node.
 
     A backed-up return at node ``g`` is either the value the network gives at ``g``
@@ -88,9 +88,9 @@ def _poisoned(recurrent_fn, poison):
                       "value_weighted"))
 def _game_policy(forest, roots, keys, invalid, temperature, poison, *, config, sims,
                  max_nodes, max_depth, dirichlet_fraction, value_weighted):
-    root = oracles.random_game_root(forest, roots)
+    root = random_games.root(forest, roots)
     return jaxpuct.alphazero_policy(
-        forest, keys, root, _poisoned(oracles.random_game_recurrent_fn, poison), sims,
+        forest, keys, root, _poisoned(random_games.recurrent_fn, poison), sims,
         invalid_actions=invalid, max_depth=max_depth, max_nodes=max_nodes, selection=config,
         dirichlet_fraction=dirichlet_fraction, temperature=temperature,
         value_weighted=value_weighted)
@@ -130,7 +130,7 @@ NOISY_SPEC = dict(config=PUCTConfig(tie_noise=0.05), sims=24, dirichlet_fraction
 NOISY_GAME = dict(prior_scale=1.0, value_noise=0.3, reward_mode="dense")
 # Seeds whose root has every action legal (so that the root noise shows).
 NOISY_SEEDS = [s for s in range(10, 100)
-               if (oracles.random_game(s, NUM_ACTIONS, GAME_DEPTH, **NOISY_GAME).children[0]
+               if (random_games.random_game(s, NUM_ACTIONS, GAME_DEPTH, **NOISY_GAME).children[0]
                    >= 0).all()][:4]
 
 
@@ -150,7 +150,7 @@ def noisy_inputs(batch: int = 4):
 # ------------------------------------------------------------------ tree checks
 
 
-def check_tree(tree: jaxpuct.Tree, forest: oracles.RandomGame, roots: np.ndarray, sims: int,
+def check_tree(tree: jaxpuct.Tree, forest: random_games.RandomGame, roots: np.ndarray, sims: int,
                *, max_depth: int | None = None, root_legal: np.ndarray | None = None) -> None:
     """Structural invariants of a tree searched for ``sims`` simulations on ``forest``.
 

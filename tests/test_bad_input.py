@@ -1,6 +1,10 @@
-"""Bad input: trace-time ``ValueError`` s that name the argument, and the defined
-behaviour for bad *values* (a root with no legal action, NaN from the network, a
-full tree), where one batch element's trouble must not touch the others."""
+"""Bad arguments: every trace-time ``ValueError`` that names the argument, as one
+table (``CASES``), and the other argument errors: ``PUCTConfig`` choices, errors
+raised while tracing (before anything is compiled), batch size zero, a tree from
+another batch size.
+
+What a search does with bad *values* (masks, NaN, full trees, non-finite numbers)
+is in ``test_bad_values.py``."""
 
 from __future__ import annotations
 
@@ -9,17 +13,18 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 import pytest
-import search_cases as sc
 
 import jaxpuct
+import jaxpuct.testing
 from jaxpuct import PUCTConfig
 
 B, A = 2, 3
 
-# ------------------------------------------------------------------ trace-time errors
-
+# ------------------------------------------------------------------ helpers
+# Two families of calls: a two-player game with well-shaped outputs whose fields a
+# case replaces (``_root``, ``_recurrent``, ``_policy``, ``_search``), and a one-step
+# single-agent bandit (``_bandit_*``).
 
 def _root(**overrides):
     fields = dict(prior_logits=jnp.zeros((B, A)), value=jnp.zeros((B,)),
@@ -54,91 +59,254 @@ def _search(**kwargs):
     return jaxpuct.search(None, jax.random.PRNGKey(0), _root(), _recurrent(), 4, **kwargs)
 
 
+def _bandit_recurrent_fn(params, rng_key, action, embedding):
+    """Single-agent, one step deep: action 0 pays 1, the others 0; then terminal."""
+    del params, rng_key
+    batch = action.shape[0]
+    out = jaxpuct.RecurrentFnOutput(
+        reward=jnp.where(action == 0, 1.0, 0.0), discount=jnp.ones(batch),
+        prior_logits=jnp.zeros((batch, A)), value=jnp.zeros(batch),
+        terminal=jnp.ones(batch, bool))
+    return out, embedding + 1
+
+
+def _bandit_root(logits=None, batch=B, dtype=jnp.int32):
+    logits = jnp.zeros((batch, A)) if logits is None else jnp.asarray(logits, jnp.float32)
+    return jaxpuct.RootFnOutput(prior_logits=logits, value=jnp.zeros(batch),
+                                embedding=jnp.zeros(batch, dtype))
+
+
+def _bandit_policy(**kwargs):
+    args = dict(dirichlet_fraction=0.0)
+    args.update(kwargs)
+    root = args.pop("root", _bandit_root())
+    recurrent_fn = args.pop("recurrent_fn", _bandit_recurrent_fn)
+    return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), root, recurrent_fn, 4,
+                                    **args)
+
+
+def _only_output(params, rng_key, action, embedding):
+    return _bandit_recurrent_fn(params, rng_key, action, embedding)[0]
+
+
+def _float_embedding(params, rng_key, action, embedding):
+    out, new = _bandit_recurrent_fn(params, rng_key, action, embedding)
+    return out, new.astype(jnp.float32)
+
+
+def _dict_output(params, rng_key, action, embedding):
+    out, new = _bandit_recurrent_fn(params, rng_key, action, embedding)
+    return {"reward": out.reward, "discount": out.discount, "prior_logits": out.prior_logits,
+            "value": out.value}, new
+
+
+def _fresh_tree():
+    return jaxpuct.init_tree(_bandit_root(), 4)
+
+
+def _mctx_tree():
+    """An mctx ``Tree`` of the jaxpuct tree's shapes (only its type matters here)."""
+    mctx = pytest.importorskip("mctx")
+    node, edge = jnp.zeros((B, 5)), jnp.zeros((B, 5, A))
+    return mctx.Tree(node_visits=node, raw_values=node, node_values=node, parents=node,
+                     action_from_parent=node, children_index=edge.astype(jnp.int32),
+                     children_prior_logits=edge, children_visits=edge, children_rewards=edge,
+                     children_discounts=edge, children_values=edge,
+                     embeddings=jnp.zeros((B, 5)), root_invalid_actions=jnp.zeros((B, A)),
+                     extra_data=None)
+
+
+def _to_dot(tree):
+    return __import__("jaxpuct.visualize").visualize.to_dot(tree)
+
+
+_KEY = jax.random.PRNGKey(0)
+_SMALL_TREE = jaxpuct.init_tree(_bandit_root(), 5)
+_OTHER_BATCH_TREE = jaxpuct.init_tree(_bandit_root(batch=B + 1), 5)
+_OTHER_ACTIONS_TREE = jaxpuct.init_tree(
+    jaxpuct.RootFnOutput(prior_logits=jnp.zeros((B, A + 1)), value=jnp.zeros(B),
+                         embedding=jnp.zeros(B, jnp.int32)), 5)
+_POLICY_OUTPUT = _bandit_policy()
+
+# ------------------------------------------------------------------ trace-time errors
+
 # (description, thunk, words the message must contain: the argument's name and the
-# expected and actual values).
+# expected and actual values, jit): jit=True cases run eagerly and under ``jax.jit``
+# (where the error is raised while tracing); jit=False cases, value checks of
+# concrete arrays that a traced array skips, run eagerly only, with the reason
+# beside the case.
 CASES = [
     ("logits rank 1", lambda: _policy(_root(prior_logits=jnp.zeros((A,)))),
-     ["root.prior_logits", "[B, num_actions]", "[3]"]),
+     ["root.prior_logits", "[B, num_actions]", "[3]"], True),
     ("logits rank 3", lambda: _policy(_root(prior_logits=jnp.zeros((B, A, 1)))),
-     ["root.prior_logits", "[B, num_actions]", "[2, 3, 1]"]),
+     ["root.prior_logits", "[B, num_actions]", "[2, 3, 1]"], True),
     ("no actions", lambda: _policy(_root(prior_logits=jnp.zeros((B, 0)))),
-     ["root.prior_logits", "num_actions >= 1", "0"]),
+     ["root.prior_logits", "num_actions >= 1", "0"], True),
     ("value [B, 1]", lambda: _policy(_root(value=jnp.zeros((B, 1)))),
-     ["root.value", "[2]", "[2, 1]"]),
+     ["root.value", "[2]", "[2, 1]"], True),
     ("value [B + 1]", lambda: _policy(_root(value=jnp.zeros((B + 1,)))),
-     ["root.value", "[2]", "[3]"]),
+     ["root.value", "[2]", "[3]"], True),
     ("value scalar", lambda: _policy(_root(value=jnp.zeros(()))),
-     ["root.value", "[2]", "[]"]),
+     ["root.value", "[2]", "[]"], True),
     ("embedding batch", lambda: _policy(_root(embedding=jnp.zeros((B + 1, 4)))),
-     ["root.embedding", "B=2", "[3, 4]"]),
+     ["root.embedding", "B=2", "[3, 4]"], True),
     ("embedding leaf batch", lambda: _policy(
         _root(embedding={"a": jnp.zeros((B,)), "b": jnp.zeros((1, B))})),
-     ["root.embedding['b']", "B=2", "[1, 2]"]),
+     ["root.embedding['b']", "B=2", "[1, 2]"], True),
     ("embedding empty", lambda: _policy(_root(embedding=None)),
-     ["root.embedding", "at least one array leaf"]),
+     ["root.embedding", "at least one array leaf"], True),
     ("root legal mask", lambda: _policy(_root(legal_action_mask=jnp.ones((B, A + 1), bool))),
-     ["root.legal_action_mask", "[2, 3]", "[2, 4]"]),
+     ["root.legal_action_mask", "[2, 3]", "[2, 4]"], True),
     ("invalid_actions", lambda: _policy(invalid_actions=jnp.zeros((B, A - 1), bool)),
-     ["invalid_actions", "[2, 3]", "[2, 2]"]),
+     ["invalid_actions", "[2, 3]", "[2, 2]"], True),
     ("invalid_actions rank", lambda: _policy(invalid_actions=jnp.zeros((A,), bool)),
-     ["invalid_actions", "[2, 3]", "[3]"]),
+     ["invalid_actions", "[2, 3]", "[3]"], True),
     ("root_prior", lambda: _search(root_prior=jnp.zeros((B, A + 2))),
-     ["root_prior", "[2, 3]", "[2, 5]"]),
+     ["root_prior", "[2, 3]", "[2, 5]"], True),
     ("num_simulations 0", lambda: _policy(num_simulations=0),
-     ["num_simulations", ">= 1", "0"]),
+     ["num_simulations", ">= 1", "0"], True),
     ("num_simulations float", lambda: _policy(num_simulations=2.0),
-     ["num_simulations", "Python int", "2.0", "float"]),
+     ["num_simulations", "Python int", "2.0", "float"], True),
     ("num_simulations bool", lambda: _policy(num_simulations=True),
-     ["num_simulations", "Python int", "bool"]),
+     ["num_simulations", "Python int", "bool"], True),
     ("num_simulations array", lambda: _policy(num_simulations=jnp.int32(4)),
-     ["num_simulations", "Python int"]),
-    ("max_nodes 0", lambda: _policy(max_nodes=0), ["max_nodes", ">= 1", "0"]),
-    ("max_nodes float", lambda: _search(max_nodes=8.5), ["max_nodes", "Python int", "8.5"]),
-    ("max_depth 0", lambda: _policy(max_depth=0), ["max_depth", ">= 1", "0"]),
-    ("max_depth negative", lambda: _search(max_depth=-3), ["max_depth", ">= 1", "-3"]),
+     ["num_simulations", "Python int"], True),
+    ("max_nodes 0", lambda: _policy(max_nodes=0), ["max_nodes", ">= 1", "0"], True),
+    ("max_nodes float", lambda: _search(max_nodes=8.5), ["max_nodes", "Python int", "8.5"], True),
+    ("max_depth 0", lambda: _policy(max_depth=0), ["max_depth", ">= 1", "0"], True),
+    ("max_depth negative", lambda: _search(max_depth=-3), ["max_depth", ">= 1", "-3"], True),
     ("selection type", lambda: _policy(selection={"c_init": 1.0}),
-     ["selection", "PUCTConfig", "dict"]),
+     ["selection", "PUCTConfig", "dict"], True),
     ("dirichlet_fraction < 0", lambda: _policy(dirichlet_fraction=-0.1),
-     ["dirichlet_fraction", "[0.0, 1.0]", "-0.1"]),
+     ["dirichlet_fraction", "[0.0, 1.0]", "-0.1"], True),
     ("dirichlet_fraction > 1", lambda: _policy(dirichlet_fraction=1.5),
-     ["dirichlet_fraction", "[0.0, 1.0]", "1.5"]),
+     ["dirichlet_fraction", "[0.0, 1.0]", "1.5"], True),
     ("dirichlet_alpha", lambda: _policy(dirichlet_alpha=0.0),
-     ["dirichlet_alpha", "> 0", "0.0"]),
-    ("temperature", lambda: _policy(temperature=-1.0), ["temperature", "0.0", "-1.0"]),
+     ["dirichlet_alpha", "> 0", "0.0"], True),
+    ("temperature", lambda: _policy(temperature=-1.0), ["temperature", "0.0", "-1.0"], True),
     ("rng_key batch", lambda: jaxpuct.alphazero_policy(
         None, jax.random.split(jax.random.PRNGKey(0), B + 1), _root(), _recurrent(), 4),
-     ["rng_key", "B=2", "[3, 2]"]),
+     ["rng_key", "B=2", "[3, 2]"], True),
     ("rng_key rank", lambda: jaxpuct.search(
         None, jnp.zeros((B, 2, 2), jnp.uint32), _root(), _recurrent(), 4),
-     ["rng_key", "B=2", "[2, 2, 2]"]),
+     ["rng_key", "B=2", "[2, 2, 2]"], True),
     ("recurrent reward", lambda: _policy(recurrent=_recurrent(reward=jnp.zeros((B, 1)))),
-     ["recurrent_fn output .reward", "[2]", "[2, 1]"]),
+     ["recurrent_fn output .reward", "[2]", "[2, 1]"], True),
     ("recurrent discount", lambda: _policy(recurrent=_recurrent(discount=jnp.zeros((B + 1,)))),
-     ["recurrent_fn output .discount", "[2]", "[3]"]),
+     ["recurrent_fn output .discount", "[2]", "[3]"], True),
     ("recurrent value", lambda: _policy(recurrent=_recurrent(value=jnp.zeros(()))),
-     ["recurrent_fn output .value", "[2]", "[]"]),
+     ["recurrent_fn output .value", "[2]", "[]"], True),
     ("recurrent logits", lambda: _policy(recurrent=_recurrent(prior_logits=jnp.zeros((B, 4)))),
-     ["recurrent_fn output .prior_logits", "[2, 3]", "[2, 4]"]),
+     ["recurrent_fn output .prior_logits", "[2, 3]", "[2, 4]"], True),
     ("recurrent legal mask", lambda: _policy(
         recurrent=_recurrent(legal_action_mask=jnp.ones((B,), bool))),
-     ["recurrent_fn output .legal_action_mask", "[2, 3]", "[2]"]),
+     ["recurrent_fn output .legal_action_mask", "[2, 3]", "[2]"], True),
     ("recurrent terminal", lambda: _policy(
         recurrent=_recurrent(terminal=jnp.zeros((B, 1), bool))),
-     ["recurrent_fn output .terminal", "[2]", "[2, 1]"]),
+     ["recurrent_fn output .terminal", "[2]", "[2, 1]"], True),
     ("recurrent embedding shape", lambda: _policy(
         recurrent=_recurrent(new_embedding=jnp.zeros((B, 5), jnp.int32))),
-     ["recurrent_fn embedding", "[2]", "[2, 5]"]),
+     ["recurrent_fn embedding", "[2]", "[2, 5]"], True),
     ("recurrent embedding structure", lambda: _policy(
         recurrent=_recurrent(new_embedding=(jnp.zeros((B,), jnp.int32),))),
-     ["recurrent_fn", "same structure as root.embedding"]),
+     ["recurrent_fn", "same structure as root.embedding"], True),
     ("recurrent missing field", lambda: _policy(
         recurrent=lambda p, k, a, e: (object(), e)),
-     ["recurrent_fn output .reward", "[2]"]),
+     ["recurrent_fn output .reward", "[2]"], True),
+    # Configuration objects, recurrent_fn outputs, trees and hashes.
+    ("graph as a dict", lambda: _bandit_policy(graph={"max_probes": 4}),
+     ["graph", "GraphConfig", "dict"], True),
+    ("graph=True", lambda: _bandit_policy(graph=True), ["graph", "GraphConfig", "bool"], True),
+    ("search graph as a dict", lambda: jaxpuct.search(
+        None, jax.random.PRNGKey(0), _bandit_root(), _bandit_recurrent_fn, 4, graph={}),
+     ["graph", "GraphConfig"], True),
+    ("temperature [B+1]", lambda: _bandit_policy(temperature=jnp.ones(B + 1)),
+     ["temperature", "[B]", str(B), str(B + 1)], True),
+    ("temperature array < 0", lambda: _bandit_policy(temperature=jnp.array([-1.0, 1.0])),
+     ["temperature", "-1.0"], False),  # a value check: traced, it needs checkify
+    ("dirichlet_fraction array > 1", lambda: _bandit_policy(
+        dirichlet_fraction=jnp.array(2.0)), ["dirichlet_fraction", "2.0"], False),  # same
+    ("dirichlet_alpha array <= 0", lambda: _bandit_policy(dirichlet_fraction=0.25,
+                                                          dirichlet_alpha=np.float32(0.0)),
+     ["dirichlet_alpha", "> 0"], True),
+    ("subtree action [B+1]", lambda: jaxpuct.subtree(_SMALL_TREE, jnp.zeros(B + 1, int)),
+     ["action", str([B]), str([B + 1])], True),
+    ("recurrent_fn returns only its output", lambda: _bandit_policy(recurrent_fn=_only_output),
+     ["recurrent_fn", "pair", "RecurrentFnOutput"], True),
+    ("tree from another batch size", lambda: _bandit_policy(tree=_OTHER_BATCH_TREE),
+     ["tree", "batch size 3", "B=2"], True),
+    ("search: tree with another action count than root", lambda: jaxpuct.search(
+        None, jax.random.PRNGKey(0), _bandit_root(), _bandit_recurrent_fn, 4,
+        tree=_OTHER_ACTIONS_TREE), ["tree", "4 actions", "num_actions=3"], True),
+    ("tree with another action count", lambda: jaxpuct.search(
+        None, jax.random.PRNGKey(0), None, _bandit_recurrent_fn, 4, tree=_OTHER_ACTIONS_TREE,
+        invalid_actions=jnp.zeros((B, A), bool)), ["invalid_actions", str([B, A + 1])], True),
+    ("tree and root disagree on actions", lambda: jaxpuct.subtree_or_init(
+        _OTHER_ACTIONS_TREE, jnp.zeros(B, int), _bandit_root()), ["tree", "actions"], True),
+    ("embedding dtype changes", lambda: _bandit_policy(recurrent_fn=_float_embedding),
+     ["embedding", "int32", "float32"], True),
+    ("batch size 0", lambda: _bandit_policy(root=_bandit_root(batch=0)),
+     ["root.prior_logits", "B >= 1", "B=0"], True),
+    ("gumbel: batch size 0", lambda: jaxpuct.gumbel_policy(
+        None, jax.random.PRNGKey(0), _bandit_root(batch=0), _bandit_recurrent_fn, 4),
+     ["B=0"], True),
+    ("init_tree: batch size 0", lambda: jaxpuct.init_tree(_bandit_root(batch=0), 4),
+     ["B=0"], True),
+    ("int32 hash from GraphConfig.hash_fn", lambda: _bandit_policy(graph=jaxpuct.GraphConfig(
+        hash_fn=lambda e: jnp.stack([e, e], -1))),
+     ["GraphConfig.hash_fn", "uint32", "int32"], True),
+    ("int32 state_hash of the root", lambda: _bandit_policy(
+        root=_bandit_root().replace(state_hash=jnp.zeros((B, 2), jnp.int32)),
+        graph=jaxpuct.GraphConfig()), ["root.state_hash", "uint32", "int32"], True),
+    # Actions and masks of the wrong kind.
+    ("float action", lambda: jaxpuct.subtree(_fresh_tree(), jnp.full((B,), 1.7)),
+     ["action", "integer", "float32"], True),
+    ("action out of range", lambda: jaxpuct.subtree(
+        _fresh_tree(), jnp.full((B,), A, jnp.int32)), ["action", f"num_actions={A}", str(A)],
+     False),  # checks concrete actions only
+    ("float path", lambda: jaxpuct.subtree_path(_fresh_tree(), jnp.zeros((B, 2))),
+     ["actions", "integer"], True),
+    ("float mask", lambda: jaxpuct.alphazero_policy(
+        None, jax.random.PRNGKey(0), _bandit_root(), _bandit_recurrent_fn, 4,
+        invalid_actions=jnp.full((B, A), 0.5)), ["invalid_actions", "bool", "float32"], True),
+    ("integer mask of 2s", lambda: jaxpuct.alphazero_policy(
+        None, jax.random.PRNGKey(0), _bandit_root(), _bandit_recurrent_fn, 4,
+        invalid_actions=jnp.full((B, A), 2, jnp.int32)), ["invalid_actions", "0 or 1"],
+     False),  # checks a concrete integer mask's values only
+    # Wrong objects: an mctx tree, a PolicyOutput, a dict from recurrent_fn, a traced tree.
+    ("alphazero_policy(tree=mctx tree)", lambda: jaxpuct.alphazero_policy(
+        None, _KEY, None, _bandit_recurrent_fn, 4, tree=_mctx_tree()),
+     ["tree", "mctx.Tree", "jaxpuct continues only its own trees"], True),
+    ("alphazero_policy(root, tree=mctx tree)", lambda: _bandit_policy(tree=_mctx_tree()),
+     ["mctx.Tree", "only its own trees"], True),
+    ("gumbel_policy(tree=mctx tree)", lambda: jaxpuct.gumbel_policy(
+        None, _KEY, _bandit_root(), _bandit_recurrent_fn, 4, tree=_mctx_tree()),
+     ["mctx.Tree"], True),
+    ("search(tree=mctx tree)", lambda: jaxpuct.search(
+        None, _KEY, _bandit_root(), _bandit_recurrent_fn, 4, tree=_mctx_tree()),
+     ["mctx.Tree"], True),
+    ("subtree(mctx tree)", lambda: jaxpuct.subtree(_mctx_tree(), jnp.zeros(B, jnp.int32)),
+     ["mctx.Tree", "only its own trees"], True),
+    ("subtree_path(mctx tree)", lambda: jaxpuct.subtree_path(
+        _mctx_tree(), jnp.zeros((B, 1), jnp.int32)), ["mctx.Tree"], True),
+    ("subtree_or_init(mctx tree)", lambda: jaxpuct.subtree_or_init(
+        _mctx_tree(), jnp.zeros(B, jnp.int32), _bandit_root()), ["mctx.Tree"], True),
+    ("subtree(policy output)", lambda: jaxpuct.subtree(_POLICY_OUTPUT, jnp.zeros(B, jnp.int32)),
+     ["PolicyOutput", ".search_tree"], True),
+    ("to_dot(policy output)", lambda: _to_dot(_POLICY_OUTPUT),
+     ["tree", "PolicyOutput", ".search_tree"], True),
+    ("to_dot under jit", lambda: jax.jit(lambda t: len(_to_dot(t)))(_POLICY_OUTPUT.search_tree),
+     ["tree", "concrete", "jax.jit"], True),
+    ("recurrent_fn returns a dict", lambda: _bandit_policy(recurrent_fn=_dict_output),
+     ["recurrent_fn", "RecurrentFnOutput", "dict", "'reward'"], True),
 ]
 
+_RUNS = [(name, thunk, words, False) for name, thunk, words, _ in CASES] + [
+    (name, thunk, words, True) for name, thunk, words, jit in CASES if jit]
 
-@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
-@pytest.mark.parametrize("name, thunk, words", CASES, ids=[c[0] for c in CASES])
+
+@pytest.mark.parametrize("name, thunk, words, jit", _RUNS,
+                         ids=[f"{c[0]}-{'jit' if c[3] else 'eager'}" for c in _RUNS])
 def test_bad_input_raises_value_error_naming_it(name, thunk, words, jit):
     call = jax.jit(thunk) if jit else thunk  # under jit: raised while tracing
     with pytest.raises(ValueError) as info:
@@ -182,150 +350,15 @@ def test_errors_happen_before_anything_is_compiled():
     assert calls and all(issubclass(c, jax.core.Tracer) for c in calls)
 
 
-# ------------------------------------------------------------------ bad values
-
-_TAUS = np.array([0.0, 0.5, 1.0, 2.0], np.float32)
-
-
-def _leaves_equal(a, b, rows_a=slice(None), rows_b=slice(None), what=""):
-    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b),
-                            strict=True):
-        np.testing.assert_array_equal(np.asarray(x)[rows_a], np.asarray(y)[rows_b],
-                                      err_msg=f"{what}{jax.tree_util.keystr(path)}")
+def test_batch_size_zero_is_rejected_alike_by_the_search_and_check_recurrent_fn():
+    with pytest.raises(ValueError, match="B=0"):
+        _bandit_policy(root=_bandit_root(batch=0))
+    with pytest.raises(jaxpuct.testing.ConformanceError, match="B = 0"):
+        jaxpuct.testing.check_recurrent_fn(_bandit_recurrent_fn, None, _bandit_root(batch=0))
 
 
-def test_root_without_legal_action():
-    """Action -1, zero weights, the tree untouched; the other elements are exactly
-    what a batch without that element gives."""
-    forest, roots, invalid = sc.noisy_inputs()
-    blocked = invalid.copy()
-    blocked[2] = True
-    keys = sc.element_keys(8, 4)
-    out = sc.game_policy(forest, roots, keys, blocked, _TAUS, **sc.NOISY_SPEC)
-    assert int(out.action[2]) == -1
-    assert np.all(np.asarray(out.action_weights[2]) == 0)
-    tree = jax.tree.map(lambda x: np.asarray(x)[2], out.search_tree)
-    assert tree.num_nodes == 1 and tree.node_visits[0] == 1 and tree.node_terminal[0]
-    assert np.all(tree.edge_visits == 0) and np.all(tree.children_index[0] == jaxpuct.ILLEGAL)
-    assert np.all(tree.root_prior == 0) and np.all(tree.children_prior == 0)
-    assert tree.node_values[0] == tree.raw_values[0] == np.float32(forest.value[roots[2]])
-    assert np.all(tree.children_index[1:] == jaxpuct.UNEXPANDED)
-    summary = jax.tree.map(lambda x: np.asarray(x)[2], out.search_tree.summary())
-    assert np.all(summary.visit_counts == 0) and np.all(summary.visit_probs == 0)
-    keep = np.array([0, 1, 3])
-    without = sc.game_policy(forest, roots[keep], keys[keep], invalid[keep], _TAUS[keep],
-                             **sc.NOISY_SPEC)
-    _leaves_equal(out, without, rows_a=keep)
-
-
-@sc.jit
-def _ttt_policy(state):
-    return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), oracles.ttt_root(state),
-                                    oracles.ttt_recurrent_fn, 6, dirichlet_fraction=0.0,
-                                    temperature=0.0)
-
-
-def test_terminal_root_is_not_searched():
-    """A tic-tac-toe root that is already won: no legal move, action -1."""
-    won = oracles.ttt_parse("XXX OO. ...")
-    state = oracles.ttt_batch([won, oracles.TTT_EMPTY])
-    out = _ttt_policy(state)
-    assert int(out.action[0]) == -1 and int(out.action[1]) >= 0
-    assert int(out.search_tree.num_nodes[0]) == 1
-    assert np.all(np.asarray(out.action_weights[0]) == 0)
-    assert int(out.search_tree.edge_visits[1, 0].sum()) == 6
-
-
-@pytest.mark.parametrize("poison_root", [False, True], ids=["below-root", "root-too"])
-def test_nan_from_the_network_stays_in_its_tree(poison_root):
-    forest, roots, invalid = sc.noisy_inputs()
-    keys = sc.element_keys(2, 4)
-    clean = sc.game_policy(forest, roots, keys, invalid, _TAUS, **sc.NOISY_SPEC)
-    k = 1
-    poisoned_forest = forest
-    if poison_root:
-        value = np.array(forest.value)
-        logits = np.array(forest.prior_logits)
-        value[roots[k]] = np.nan
-        logits[roots[k]] = np.nan
-        poisoned_forest = forest.replace(value=value, prior_logits=logits)
-    bad = sc.game_policy(poisoned_forest, roots, keys, invalid, _TAUS, k, **sc.NOISY_SPEC)
-    others = np.array([b for b in range(4) if b != k])
-    _leaves_equal(bad, clean, rows_a=others, rows_b=others)
-
-    tree = jax.tree.map(lambda x: np.asarray(x)[k], bad.search_tree)
-    for name in ("node_values", "raw_values", "children_prior", "root_prior"):
-        assert np.all(np.isfinite(getattr(tree, name))), name
-    assert np.all(np.isfinite(np.asarray(bad.action_weights[k])))
-    assert np.asarray(bad.action_weights[k]).sum() == pytest.approx(1.0, abs=1e-6)
-    assert tree.edge_visits[0].sum() == sc.NOISY_SPEC["sims"]
-    assert tree.node_visits[0] == sc.NOISY_SPEC["sims"] + 1
-    n = int(tree.num_nodes)
-    assert n > 1
-    # NaN values count as 0; NaN logits as a uniform prior over the legal actions.
-    assert np.all(tree.raw_values[1:n] == 0)
-    for i in range(1, n):
-        legal = tree.children_index[i] != jaxpuct.ILLEGAL
-        if legal.any():
-            np.testing.assert_allclose(tree.children_prior[i][legal], 1 / legal.sum(),
-                                       rtol=1e-6)
-    if poison_root:
-        assert tree.raw_values[0] == 0
-        legal = ~invalid[k]
-        np.testing.assert_allclose(tree.children_prior[0][legal], 1 / legal.sum(), rtol=1e-6)
-
-
-def _full_tree_forest():
-    """Elements 0, 2, 3 play games large enough to fill 16 slots; element 1 a game of
-    one move (at most 4 nodes), whose tree never fills."""
-    big = [g for g in (oracles.random_game(s, sc.NUM_ACTIONS, sc.GAME_DEPTH, legal_prob=0.9,
-                                           terminal_prob=0.1) for s in range(40, 80))
-           if g.num_nodes >= 40][:3]
-    tiny = oracles.random_game(44, sc.NUM_ACTIONS, 1, legal_prob=0.9)
-    games = [big[0], tiny, big[1], big[2]]
-    forest, roots = oracles.stack_games([oracles.pad_game(g, sc.GAME_NODES) for g in games])
-    return forest, roots, games
-
-
-def test_full_tree():
-    forest, roots, games = _full_tree_forest()
-    keys = sc.element_keys(6, 4)
-    sims, capacity = sc.FULL_SPEC["sims"], sc.FULL_SPEC["max_nodes"]
-    invalid = sc.no_invalid(4)
-    small = sc.game_policy(forest, roots, keys, invalid, _TAUS, **sc.FULL_SPEC)
-    roomy = sc.game_policy(forest, roots, keys, invalid, _TAUS, **sc.ROOMY_SPEC)
-    s, r = small.search_tree, roomy.search_tree
-    filled = np.array([0, 2, 3])
-    np.testing.assert_array_equal(np.asarray(s.num_nodes)[filled], capacity)
-    assert int(r.num_nodes[0]) > capacity  # the roomy search did need more
-    np.testing.assert_array_equal(np.asarray(s.edge_visits[:, 0]).sum(-1), sims)
-    np.testing.assert_array_equal(np.asarray(s.node_visits[:, 0]), sims + 1)
-    # The search went on after the tree filled: visited edges without a child.
-    kids, visits = np.asarray(s.children_index), np.asarray(s.edge_visits)
-    assert np.all(((kids == jaxpuct.UNEXPANDED) & (visits > 0)).any(axis=(1, 2))[filled])
-    sc.check_tree(s, forest, roots, sims)
-
-    # Nothing stored was overwritten: both searches agree until the small tree fills,
-    # so its nodes are the first `capacity` nodes of the roomy tree, with the same
-    # states, priors, rewards and links (links to later slots are missing).
-    for name in ("embeddings", "children_prior", "raw_values", "node_rewards",
-                 "node_discounts", "node_terminal"):
-        np.testing.assert_array_equal(np.asarray(getattr(s, name))[filled],
-                                      np.asarray(getattr(r, name))[filled, :capacity], name)
-    roomy_links = np.asarray(r.children_index)[filled, :capacity]
-    np.testing.assert_array_equal(
-        kids[filled], np.where(roomy_links >= capacity, jaxpuct.UNEXPANDED, roomy_links))
-    np.testing.assert_array_equal(np.asarray(s.root_prior), np.asarray(r.root_prior))
-
-    # The element whose tree never filled is exactly the roomy search's.
-    assert int(s.num_nodes[1]) == int(r.num_nodes[1]) <= 4
-    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(s), jax.tree.leaves(r),
-                            strict=True):
-        x, y = np.asarray(x)[1], np.asarray(y)[1]
-        if x.shape != y.shape:  # node arrays: [capacity, ...] against [sims + 1, ...]
-            assert np.all(y[capacity:] == (jaxpuct.UNEXPANDED if "children_index" in
-                                           jax.tree_util.keystr(path) else 0))
-            y = y[:capacity]
-        np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))
-    np.testing.assert_array_equal(small.action[1], roomy.action[1])
-    np.testing.assert_array_equal(small.action_weights[1], roomy.action_weights[1])
+def test_tree_from_another_batch_size_without_root_names_the_batch_size_of_the_tree():
+    # No root to compare with: the per-element keys are checked against the tree.
+    with pytest.raises(ValueError, match=r"rng_key must be one key or a batch of B=3 keys"):
+        jaxpuct.alphazero_policy(None, jax.random.split(jax.random.PRNGKey(0), B), None,
+                                 _bandit_recurrent_fn, 4, tree=_OTHER_BATCH_TREE)

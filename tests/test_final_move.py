@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import oracles
 import pytest
 import search_cases as sc
 
@@ -13,13 +12,14 @@ import jaxpuct
 from jaxpuct import PUCTConfig
 from jaxpuct.final_move import lcb_action, lcb_choice, prune_policy_target
 from jaxpuct.selection import exploration_weight, utility_stdev_factor
+from jaxpuct.testing import random_games
 
-_RF = oracles.make_random_game_recurrent_fn(with_hash=True)
+_RF = random_games.make_recurrent_fn(with_hash=True)
 
 
 @sc.jit(static_argnames=("config", "graph", "k", "final_move"))
 def _policy(forest, roots, keys, *, config, graph=None, k=1, final_move="visits"):
-    root = oracles.random_game_root(forest, roots, with_hash=graph is not None)
+    root = random_games.root(forest, roots, with_hash=graph is not None)
     return jaxpuct.alphazero_policy(forest, keys, root, _RF, 40, selection=config, graph=graph,
                                     leaves_per_step=k, final_move=final_move,
                                     dirichlet_fraction=0.25)
@@ -119,7 +119,7 @@ def test_policy_plays_the_lcb_move_of_its_tree():
     np.testing.assert_array_equal(out.action, lcb_action(out.search_tree))
     with pytest.raises(ValueError, match="final_move"):
         jaxpuct.alphazero_policy(forest, sc.element_keys(2, 4),
-                                 oracles.random_game_root(forest, roots), _RF, 8,
+                                 random_games.root(forest, roots), _RF, 8,
                                  final_move="robust")
 
 

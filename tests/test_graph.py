@@ -6,11 +6,11 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 import pytest
 
 import jaxpuct
 from jaxpuct import graph as graph_lib
+from jaxpuct.testing import random_games, tictactoe
 
 GRAPH = jaxpuct.GraphConfig()
 NO_STOP = jaxpuct.GraphConfig(stop_at_transposition=False)
@@ -139,20 +139,20 @@ def test_descending_through_transposition_when_asked():
 
 # --- end to end on games ----------------------------------------------------------
 
-_GAME_RF = oracles.make_random_game_recurrent_fn(with_hash=True)
+_GAME_RF = random_games.make_recurrent_fn(with_hash=True)
 
 
 @functools.partial(jax.jit, static_argnames=("num_simulations", "graph", "selection"))
 def _game_search(game, roots, key, num_simulations, graph=None, selection=jaxpuct.PUCTConfig()):
-    root = oracles.random_game_root(game, roots, with_hash=True)
+    root = random_games.root(game, roots, with_hash=True)
     return jaxpuct.alphazero_policy(game, key, root, _GAME_RF, num_simulations,
                                     dirichlet_fraction=0.0, graph=graph,
                                     selection=selection).search_tree
 
 
 def _padded(seed, **kwargs):
-    return oracles.pad_game(oracles.random_game(seed, num_actions=4, depth=7,
-                                                reward_mode="dense", **kwargs), 4096)
+    return random_games.pad_game(random_games.random_game(seed, num_actions=4, depth=7,
+                                                          reward_mode="dense", **kwargs), 4096)
 
 
 @pytest.mark.parametrize("selection", [jaxpuct.PUCTConfig(), jaxpuct.PUCTConfig.mctx_muzero()])
@@ -173,7 +173,7 @@ def test_graph_equals_tree_without_transpositions(selection):
 @pytest.mark.parametrize("seed", [4, 5, 6])
 def test_graph_root_value_converges_on_dags(seed):
     game = _padded(seed, merge_prob=0.5)
-    exact = oracles.random_game_values(game)[0]
+    exact = random_games.game_values(game)[0]
     roots = jnp.zeros((1,), jnp.int32)
     errors = []
     for sims in (16, 512):
@@ -215,7 +215,7 @@ def test_bad_hash_collisions_do_not_crash_or_leak():
 
     @jax.jit
     def run(roots):
-        root = oracles.random_game_root(game, roots, with_hash=True)
+        root = random_games.root(game, roots, with_hash=True)
         return jaxpuct.search(game, jax.random.PRNGKey(0), root, colliding_rf, 64,
                               graph=GRAPH).summary(), jaxpuct.search(
             game, jax.random.PRNGKey(0), root, clean_rf, 64, graph=GRAPH).summary()
@@ -263,14 +263,14 @@ def test_cycles_stop_and_values_stay_finite():
 
 
 def test_ttt_graph_at_least_as_good_with_fewer_evaluated_states():
-    positions = oracles.ttt_all_positions()[::9]
-    optimal = [oracles.ttt_optimal_moves(p) for p in positions]
-    state = oracles.ttt_batch(positions)
-    rf = oracles.make_ttt_recurrent_fn(with_hash=True)
+    positions = tictactoe.all_positions()[::9]
+    optimal = [tictactoe.optimal_moves(p) for p in positions]
+    state = tictactoe.batch(positions)
+    rf = tictactoe.make_recurrent_fn(with_hash=True)
 
     @functools.partial(jax.jit, static_argnames="graph")
     def run(state, graph):
-        root = oracles.ttt_root(state, with_hash=True)
+        root = tictactoe.root(state, with_hash=True)
         return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), root, rf, 48,
                                         dirichlet_fraction=0.0, temperature=0.0, graph=graph)
 

@@ -20,11 +20,11 @@ import types
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 import pytest
 import search_cases as sc
 
 import jaxpuct
+from jaxpuct.testing import random_games
 
 mctx = pytest.importorskip("mctx")
 from mctx._src import action_selection as mctx_action_selection  # noqa: E402
@@ -34,13 +34,13 @@ B, SIMS = 8, 48
 
 def _mctx_recurrent_fn(params, rng_key, action, embedding):
     """The random-game oracle as a plain mctx ``recurrent_fn``."""
-    out, new_embedding = oracles.random_game_recurrent_fn(params, rng_key, action, embedding)
+    out, new_embedding = random_games.recurrent_fn(params, rng_key, action, embedding)
     return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
                                   prior_logits=out.prior_logits, value=out.value), new_embedding
 
 
 def _mctx_root(forest, roots):
-    root = oracles.random_game_root(forest, roots)
+    root = random_games.root(forest, roots)
     return mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
                              embedding=root.embedding)
 
@@ -56,7 +56,7 @@ def _jaxpuct_policy(forest, roots, key):
 def _jaxpuct_policy_with_terminals(forest, roots, key):
     """The same search given jaxpuct's extra fields (legal mask, terminal flag)."""
     return jaxpuct.alphazero_policy(
-        forest, key, oracles.random_game_root(forest, roots), oracles.random_game_recurrent_fn,
+        forest, key, random_games.root(forest, roots), random_games.recurrent_fn,
         SIMS, selection=jaxpuct.PUCTConfig.mctx_muzero(), dirichlet_fraction=0.0,
         temperature=1.0)
 

@@ -23,7 +23,6 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 import pytest
 import search_cases as sc
 from hypothesis import HealthCheck, given, settings
@@ -39,9 +38,9 @@ from jaxpuct import walk as walk_lib
 from jaxpuct.expanders import RecurrentExpander, evaluate_walks
 from jaxpuct.roots import root_prior_and_legal
 from jaxpuct.selection import puct_rule
-from jaxpuct.testing import checks
+from jaxpuct.testing import checks, random_games, tictactoe
 
-_GAME_RF = oracles.make_random_game_recurrent_fn(with_hash=True)
+_GAME_RF = random_games.make_recurrent_fn(with_hash=True)
 GRAPH = jaxpuct.GraphConfig()
 _VL = VirtualLoss()
 
@@ -52,7 +51,7 @@ def _game_search(forest, roots, keys, *, sims, config, k, vl=_VL, graph=None,
                  dirichlet_fraction=0.25, max_depth=None):
     """``alphazero_policy``-like search on random games through ``jaxpuct.search``
     with this test's own root noise."""
-    root = oracles.random_game_root(forest, roots, with_hash=graph is not None)
+    root = random_games.root(forest, roots, with_hash=graph is not None)
     _, element_keys = validation.split_keys(keys, roots.shape[0])
     prior, legal = root_prior_and_legal(root, None)
     noise_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(element_keys)
@@ -119,7 +118,7 @@ def test_one_leaf_through_the_multi_leaf_machinery_is_bit_identical(case):
     spec = _K1_CASES[case]
     forest, roots, _ = sc.game_forest(sc.NOISY_SEEDS[:4], **sc.NOISY_GAME)
     keys = sc.element_keys(5, 4)
-    root = oracles.random_game_root(forest, roots, with_hash="graph" in spec)
+    root = random_games.root(forest, roots, with_hash="graph" in spec)
     start = jaxpuct.init_tree(root, 25, graph=spec.get("graph"))
     classic = multi = start
     for step in range(24):
@@ -269,45 +268,45 @@ def test_batch_equals_each_element_alone():
 @sc.jit(static_argnames=("sims", "k", "graph"))
 def _ttt_search(state, *, sims, k, graph=None):
     with_hash = graph is not None
-    return jaxpuct.search(None, jax.random.key(0), oracles.ttt_root(state, with_hash=with_hash),
-                          oracles.make_ttt_recurrent_fn(with_hash=with_hash), sims,
+    return jaxpuct.search(None, jax.random.key(0), tictactoe.root(state, with_hash=with_hash),
+                          tictactoe.make_recurrent_fn(with_hash=with_hash), sims,
                           leaves_per_step=k, graph=graph)
 
 
 def test_walks_with_nothing_left_to_select_are_no_ops(graph=None):
     """Two legal moves, eight walks per step: the first two walks claim them, the
     other six find every root edge claimed and do nothing."""
-    position = oracles.ttt_parse("XOX OOX X..")  # O to move, cells 7 and 8 empty
-    assert not oracles.ttt_is_terminal(position)
-    assert oracles.ttt_legal_moves(position) == [7, 8]
-    tree = _ttt_search(oracles.ttt_batch([position]), sims=8, k=8, graph=graph)
+    position = tictactoe.parse("XOX OOX X..")  # O to move, cells 7 and 8 empty
+    assert not tictactoe.is_terminal(position)
+    assert tictactoe.legal_moves(position) == [7, 8]
+    tree = _ttt_search(tictactoe.batch([position]), sims=8, k=8, graph=graph)
     edges = np.asarray(tree.edge_visits[0, 0])
-    assert edges.sum() == 2 and np.all(edges[oracles.ttt_legal_moves(position)] == 1)
+    assert edges.sum() == 2 and np.all(edges[tictactoe.legal_moves(position)] == 1)
     assert int(tree.node_visits[0, 0]) == 3
     assert int(tree.num_nodes[0]) == 3
     checks.check_tree(tree, None)
 
 
 def test_num_simulations_must_be_a_multiple_of_leaves_per_step():
-    state = oracles.ttt_batch([oracles.TTT_EMPTY])
+    state = tictactoe.batch([tictactoe.EMPTY])
     with pytest.raises(ValueError, match="multiple of leaves_per_step"):
-        jaxpuct.search(None, jax.random.key(0), oracles.ttt_root(state),
-                       oracles.ttt_recurrent_fn, 10, leaves_per_step=4)
+        jaxpuct.search(None, jax.random.key(0), tictactoe.root(state),
+                       tictactoe.recurrent_fn, 10, leaves_per_step=4)
     with pytest.raises(ValueError, match="leaves_per_step must be >= 1"):
-        jaxpuct.alphazero_policy(None, jax.random.key(0), oracles.ttt_root(state),
-                                 oracles.ttt_recurrent_fn, 10, leaves_per_step=0)
+        jaxpuct.alphazero_policy(None, jax.random.key(0), tictactoe.root(state),
+                                 tictactoe.recurrent_fn, 10, leaves_per_step=0)
     with pytest.raises(ValueError, match="VirtualLoss.mode"):
         VirtualLoss(mode="penalty")
 
 
-_TTT_POSITIONS = oracles.ttt_all_positions()
+_TTT_POSITIONS = tictactoe.all_positions()
 _MIDGAME = [p for p in _TTT_POSITIONS if 5 <= 9 - p.count(0) <= 8]
 
 
 @sc.jit(static_argnames=("sims", "k"))
 def _ttt_policy(state, *, sims, k):
-    out = jaxpuct.alphazero_policy(None, jax.random.key(0), oracles.ttt_root(state),
-                                   oracles.ttt_recurrent_fn, sims, dirichlet_fraction=0.0,
+    out = jaxpuct.alphazero_policy(None, jax.random.key(0), tictactoe.root(state),
+                                   tictactoe.recurrent_fn, sims, dirichlet_fraction=0.0,
                                    temperature=0.0, leaves_per_step=k)
     return out.action
 
@@ -318,17 +317,17 @@ def _ttt_policy(state, *, sims, k):
 # some margin over the smallest budget that gives none.
 @pytest.mark.parametrize("k, sims", [(16, 160)])
 def test_ttt_most_visited_move_is_minimax_optimal(k, sims):
-    action = np.asarray(_ttt_policy(oracles.ttt_batch(_MIDGAME), sims=sims, k=k))
-    misses = [oracles.ttt_format(p) for p, a in zip(_MIDGAME, action, strict=True)
-              if int(a) not in oracles.ttt_optimal_moves(p)]
+    action = np.asarray(_ttt_policy(tictactoe.batch(_MIDGAME), sims=sims, k=k))
+    misses = [tictactoe.format_position(p) for p, a in zip(_MIDGAME, action, strict=True)
+              if int(a) not in tictactoe.optimal_moves(p)]
     assert not misses, f"{len(misses)} of {len(_MIDGAME)} non-optimal: {misses[:5]}"
 
 
 @functools.partial(jax.jit, static_argnames=("max_nodes", "k", "graph"))  # default XLA pipeline
 def _ttt_search_hlo(state, *, max_nodes, k, graph):
     with_hash = graph is not None
-    return jaxpuct.search(None, jax.random.key(0), oracles.ttt_root(state, with_hash=with_hash),
-                          oracles.make_ttt_recurrent_fn(with_hash=with_hash), 8,
+    return jaxpuct.search(None, jax.random.key(0), tictactoe.root(state, with_hash=with_hash),
+                          tictactoe.make_recurrent_fn(with_hash=with_hash), 8,
                           max_nodes=max_nodes, max_depth=9, leaves_per_step=k, graph=graph)
 
 
@@ -339,7 +338,7 @@ def test_search_step_does_not_copy_tree_sized_arrays(k, graph):
     multi-leaf engine with the value penalty and for graph search (one leaf and
     several): the marks, claims, their undo and the graph's cycle marks are
     in-place scatters."""
-    state = oracles.ttt_batch([oracles.TTT_EMPTY] * 3)
+    state = tictactoe.batch([tictactoe.EMPTY] * 3)
     hlo = _ttt_search_hlo.lower(state, max_nodes=777, k=k, graph=graph).compile().as_text()
     assert "777" in hlo
     copies = _copies_in_loops(hlo, "777")

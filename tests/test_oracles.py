@@ -1,4 +1,5 @@
-"""Tests of the exact oracles in ``oracles.py`` (the search tests trust them)."""
+"""Tests of the exact oracles in :mod:`jaxpuct.testing` (``tictactoe``, ``random_games``,
+the logit masks): the search tests trust them."""
 
 from __future__ import annotations
 
@@ -8,163 +9,170 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jaxpuct.testing import (
+    MASKED_LOGIT,
+    mask_illegal_logits,
+    mask_root_logits,
+    random_games,
+    tictactoe,
+)
+
 # Compiled once for the whole module; every call below uses a few fixed shapes.
-_ttt_step = jax.jit(oracles.ttt_step)
-_ttt_legal = jax.jit(oracles.ttt_legal)
-_ttt_root_exact = jax.jit(functools.partial(oracles.ttt_root, exact_value=True, with_hash=True))
-_ttt_rec = jax.jit(oracles.ttt_recurrent_fn)
-_ttt_rec_exact = jax.jit(oracles.make_ttt_recurrent_fn(exact_value=True, with_hash=True))
-_ttt_rec_masked = jax.jit(oracles.mask_illegal_logits(oracles.ttt_recurrent_fn))
-_game_rec = jax.jit(oracles.make_random_game_recurrent_fn(with_hash=True))
-_game_root = jax.jit(oracles.random_game_root)
+_ttt_step = jax.jit(tictactoe.step)
+_ttt_legal = jax.jit(tictactoe.legal)
+_ttt_root_exact = jax.jit(functools.partial(tictactoe.root, exact_value=True, with_hash=True))
+_ttt_rec = jax.jit(tictactoe.recurrent_fn)
+_ttt_rec_exact = jax.jit(tictactoe.make_recurrent_fn(exact_value=True, with_hash=True))
+_ttt_rec_masked = jax.jit(mask_illegal_logits(tictactoe.recurrent_fn))
+_game_rec = jax.jit(random_games.make_recurrent_fn(with_hash=True))
+_game_root = jax.jit(random_games.root)
 
 _KEY = jax.random.key(0)
-P = oracles.ttt_parse
+P = tictactoe.parse
 
 
 # ------------------------------------------------------------------ tic-tac-toe, NumPy
 
 
 def test_ttt_position_counts():
-    all_pos = oracles.ttt_all_positions(include_terminal=True)
+    all_pos = tictactoe.all_positions(include_terminal=True)
     assert len(all_pos) == 5478
     assert len(set(all_pos)) == 5478
-    assert len(oracles.ttt_all_positions()) == 4520
+    assert len(tictactoe.all_positions()) == 4520
     # The 958 terminal boards of the UCI "Tic-Tac-Toe Endgame" data set (Aha, 1991):
     # 626 won by X, 316 by O, 16 draws.
-    winners = collections.Counter(oracles.ttt_winner(p) for p in all_pos
-                                  if oracles.ttt_is_terminal(p))
+    winners = collections.Counter(tictactoe.winner(p) for p in all_pos
+                                  if tictactoe.is_terminal(p))
     assert winners == {1: 626, -1: 316, 0: 16}
-    assert oracles.ttt_all_positions()[0] == oracles.TTT_EMPTY
-    assert oracles.ttt_all_positions() == oracles.ttt_all_positions()
+    assert tictactoe.all_positions()[0] == tictactoe.EMPTY
+    assert tictactoe.all_positions() == tictactoe.all_positions()
 
 
 def test_ttt_parse_format_roundtrip():
-    for pos in oracles.ttt_all_positions(include_terminal=True)[::37]:
-        assert P(oracles.ttt_format(pos)) == pos
+    for pos in tictactoe.all_positions(include_terminal=True)[::37]:
+        assert P(tictactoe.format_position(pos)) == pos
     assert P("XO. .X. ..O") == (1, -1, 0, 0, 1, 0, 0, 0, -1)
     with pytest.raises(ValueError):
         P("XX. ... ...")
     with pytest.raises(ValueError):
-        oracles.ttt_play(P("X.. ... ..."), 0)
+        tictactoe.play(P("X.. ... ..."), 0)
 
 
 def test_ttt_known_values():
-    empty = oracles.TTT_EMPTY
-    assert oracles.ttt_minimax_value(empty) == 0
-    assert oracles.ttt_optimal_moves(empty) == set(range(9))  # every opening draws
+    empty = tictactoe.EMPTY
+    assert tictactoe.minimax_value(empty) == 0
+    assert tictactoe.optimal_moves(empty) == set(range(9))  # every opening draws
     # Against a corner only the centre draws; against the centre only corners do.
-    assert oracles.ttt_optimal_moves(P("X.. ... ...")) == {4}
-    assert oracles.ttt_optimal_moves(P("... .X. ...")) == {0, 2, 6, 8}
+    assert tictactoe.optimal_moves(P("X.. ... ...")) == {4}
+    assert tictactoe.optimal_moves(P("... .X. ...")) == {0, 2, 6, 8}
     # X to move completes the top row.
     win_x = P("XX. OO. ...")
-    assert oracles.ttt_minimax_value(win_x) == 1
-    assert oracles.ttt_optimal_moves(win_x) == {2}
-    assert oracles.ttt_qvalues(win_x)[2] == 1
+    assert tictactoe.minimax_value(win_x) == 1
+    assert tictactoe.optimal_moves(win_x) == {2}
+    assert tictactoe.qvalues(win_x)[2] == 1
     # O to move completes the middle row; X's threat on the top row is irrelevant.
     win_o = P("XX. OO. X..")
-    assert oracles.ttt_to_move(win_o) == -1
-    assert oracles.ttt_minimax_value(win_o) == 1
-    assert 5 in oracles.ttt_optimal_moves(win_o)
+    assert tictactoe.to_move(win_o) == -1
+    assert tictactoe.minimax_value(win_o) == 1
+    assert 5 in tictactoe.optimal_moves(win_o)
     # O to move cannot block both of X's threats (cells 1 and 5) and cannot win first.
     fork = P("X.X .O. O.X")
-    assert oracles.ttt_to_move(fork) == -1
-    assert oracles.ttt_minimax_value(fork) == -1
-    assert oracles.ttt_optimal_moves(fork) == set(oracles.ttt_legal_moves(fork))
+    assert tictactoe.to_move(fork) == -1
+    assert tictactoe.minimax_value(fork) == -1
+    assert tictactoe.optimal_moves(fork) == set(tictactoe.legal_moves(fork))
     # Against opposite corners, O must take an edge: a corner loses to a fork.
-    assert oracles.ttt_optimal_moves(P("X.. .O. ..X")) == {1, 3, 5, 7}
+    assert tictactoe.optimal_moves(P("X.. .O. ..X")) == {1, 3, 5, 7}
     # Terminal positions: value for the player to move is the outcome, no moves.
     lost = P("XXX OO. ...")
-    assert oracles.ttt_minimax_value(lost) == -1
-    assert oracles.ttt_optimal_moves(lost) == set()
-    assert np.isnan(oracles.ttt_qvalues(lost)).all()
+    assert tictactoe.minimax_value(lost) == -1
+    assert tictactoe.optimal_moves(lost) == set()
+    assert np.isnan(tictactoe.qvalues(lost)).all()
 
 
 @functools.cache
-def _absolute_minimax(pos: oracles.Position) -> int:
+def _absolute_minimax(pos: tictactoe.Position) -> int:
     """Winner under perfect play (X maximises, O minimises): independent of negamax."""
-    if oracles.ttt_is_terminal(pos):
-        return oracles.ttt_winner(pos)
-    outcomes = [_absolute_minimax(oracles.ttt_play(pos, a)) for a in oracles.ttt_legal_moves(pos)]
-    return max(outcomes) if oracles.ttt_to_move(pos) == 1 else min(outcomes)
+    if tictactoe.is_terminal(pos):
+        return tictactoe.winner(pos)
+    outcomes = [_absolute_minimax(tictactoe.play(pos, a)) for a in tictactoe.legal_moves(pos)]
+    return max(outcomes) if tictactoe.to_move(pos) == 1 else min(outcomes)
 
 
 def test_ttt_negamax_matches_absolute_minimax():
     values = collections.Counter()
-    for pos in oracles.ttt_all_positions():
-        me = oracles.ttt_to_move(pos)
-        value = oracles.ttt_minimax_value(pos)
+    for pos in tictactoe.all_positions():
+        me = tictactoe.to_move(pos)
+        value = tictactoe.minimax_value(pos)
         assert value == me * _absolute_minimax(pos)
         values[value] += 1
-        best = {a for a in oracles.ttt_legal_moves(pos)
-                if me * _absolute_minimax(oracles.ttt_play(pos, a)) == value}
-        assert oracles.ttt_optimal_moves(pos) == best
-        q = oracles.ttt_qvalues(pos)
+        best = {a for a in tictactoe.legal_moves(pos)
+                if me * _absolute_minimax(tictactoe.play(pos, a)) == value}
+        assert tictactoe.optimal_moves(pos) == best
+        q = tictactoe.qvalues(pos)
         assert np.nanmax(q) == value
         assert set(np.flatnonzero(q == value).tolist()) == best
     assert set(values) == {-1, 0, 1}
 
 
 def test_ttt_value_table():
-    table = oracles.ttt_value_table()
+    table = tictactoe.value_table()
     assert table.shape == (3**9,)
-    for pos in oracles.ttt_all_positions(include_terminal=True):
-        expected = 0 if oracles.ttt_is_terminal(pos) else oracles.ttt_minimax_value(pos)
-        assert table[oracles.ttt_code(pos)] == expected
+    for pos in tictactoe.all_positions(include_terminal=True):
+        expected = 0 if tictactoe.is_terminal(pos) else tictactoe.minimax_value(pos)
+        assert table[tictactoe.code(pos)] == expected
     assert np.count_nonzero(table) == sum(
-        oracles.ttt_minimax_value(p) != 0 for p in oracles.ttt_all_positions())
+        tictactoe.minimax_value(p) != 0 for p in tictactoe.all_positions())
 
 
 # ------------------------------------------------------------------- tic-tac-toe, JAX
 
 
 def test_ttt_batch_roundtrip_and_legal_mask():
-    positions = oracles.ttt_all_positions(include_terminal=True)
-    state = oracles.ttt_batch(positions)
+    positions = tictactoe.all_positions(include_terminal=True)
+    state = tictactoe.batch(positions)
     assert state.board.dtype == jnp.int8 and state.board.shape == (5478, 9)
-    assert oracles.ttt_unbatch(state) == positions
+    assert tictactoe.unbatch(state) == positions
     legal = np.asarray(_ttt_legal(state))
     for pos, mask, term in zip(positions, legal, np.asarray(state.terminal), strict=True):
-        assert np.flatnonzero(mask).tolist() == oracles.ttt_legal_moves(pos)
-        assert term == oracles.ttt_is_terminal(pos)
+        assert np.flatnonzero(mask).tolist() == tictactoe.legal_moves(pos)
+        assert term == tictactoe.is_terminal(pos)
     # The relative board: the player to move's stones are +1.
     assert np.all(np.asarray(state.board).sum(axis=1) <= 0)
 
 
 def test_ttt_root_exact_values_and_hashes():
-    positions = oracles.ttt_all_positions(include_terminal=True)
-    root = _ttt_root_exact(oracles.ttt_batch(positions))
-    expected = [0 if oracles.ttt_is_terminal(p) else oracles.ttt_minimax_value(p)
+    positions = tictactoe.all_positions(include_terminal=True)
+    root = _ttt_root_exact(tictactoe.batch(positions))
+    expected = [0 if tictactoe.is_terminal(p) else tictactoe.minimax_value(p)
                 for p in positions]
     np.testing.assert_array_equal(np.asarray(root.value), expected)
     np.testing.assert_array_equal(np.asarray(root.prior_logits), 0)
     hashes = np.asarray(root.state_hash)
     assert hashes.dtype == np.uint32 and hashes.shape == (5478, 2)
     assert len({tuple(h) for h in hashes}) == 5478
-    np.testing.assert_array_equal(hashes[:, 0], [oracles.ttt_code(p) for p in positions])
-    assert oracles.ttt_root(oracles.ttt_initial(3)).state_hash is None
+    np.testing.assert_array_equal(hashes[:, 0], [tictactoe.code(p) for p in positions])
+    assert tictactoe.root(tictactoe.initial(3)).state_hash is None
 
 
 def _numpy_step(pos, dead, action):
     """Reference for ttt_step on absolute positions: (pos, dead, reward, terminal)."""
-    if dead or oracles.ttt_is_terminal(pos):
+    if dead or tictactoe.is_terminal(pos):
         return pos, dead, 0.0, True
-    if action not in oracles.ttt_legal_moves(pos):
+    if action not in tictactoe.legal_moves(pos):
         return pos, True, -1.0, True  # illegal: the mover loses, board unchanged
-    child = oracles.ttt_play(pos, action)
-    return child, False, float(oracles.ttt_winner(child) != 0), oracles.ttt_is_terminal(child)
+    child = tictactoe.play(pos, action)
+    return child, False, float(tictactoe.winner(child) != 0), tictactoe.is_terminal(child)
 
 
 def test_ttt_step_matches_numpy_on_random_playouts():
     rng = np.random.default_rng(0)
     batch = 256
-    state = oracles.ttt_initial(batch)
-    positions = [oracles.TTT_EMPTY] * batch
+    state = tictactoe.initial(batch)
+    positions = [tictactoe.EMPTY] * batch
     dead = [False] * batch
     player = np.ones(batch)
     for _ in range(11):  # past the end of every game, to check absorption
@@ -178,44 +186,44 @@ def test_ttt_step_matches_numpy_on_random_playouts():
         state, reward, terminal = _ttt_step(state, jnp.asarray(actions))
         reward, terminal = np.asarray(reward), np.asarray(terminal)
         for i in range(batch):
-            was_over = dead[i] or oracles.ttt_is_terminal(positions[i])
+            was_over = dead[i] or tictactoe.is_terminal(positions[i])
             positions[i], dead[i], r, t = _numpy_step(positions[i], dead[i], int(actions[i]))
             if not was_over:
                 player[i] = -player[i]
             assert reward[i] == r and terminal[i] == t, (i, positions[i])
-        assert oracles.ttt_unbatch(state) == positions
+        assert tictactoe.unbatch(state) == positions
         np.testing.assert_array_equal(np.asarray(state.player), player)
         np.testing.assert_array_equal(np.asarray(state.terminal), terminal)
     assert np.asarray(state.terminal).all()
 
 
 def test_ttt_recurrent_fn_outputs():
-    positions = oracles.ttt_all_positions()[::5]  # 904 non-terminal positions
-    state = oracles.ttt_batch(positions)
-    action = jnp.asarray([oracles.ttt_legal_moves(p)[-1] for p in positions], jnp.int32)
+    positions = tictactoe.all_positions()[::5]  # 904 non-terminal positions
+    state = tictactoe.batch(positions)
+    action = jnp.asarray([tictactoe.legal_moves(p)[-1] for p in positions], jnp.int32)
     out, new_state = _ttt_rec(None, _KEY, action, state)
     exact, _ = _ttt_rec_exact(None, _KEY, action, state)
     masked, _ = _ttt_rec_masked(None, _KEY, action, state)
-    children = [oracles.ttt_play(p, int(a)) for p, a in zip(positions, action, strict=True)]
-    assert oracles.ttt_unbatch(new_state) == children
+    children = [tictactoe.play(p, int(a)) for p, a in zip(positions, action, strict=True)]
+    assert tictactoe.unbatch(new_state) == children
     np.testing.assert_array_equal(np.asarray(out.discount), -1)
     np.testing.assert_array_equal(np.asarray(out.value), 0)
     np.testing.assert_array_equal(np.asarray(out.prior_logits), 0)
     assert out.state_hash is None
     out_np, exact_np = jax.tree.map(np.asarray, (out, exact))  # no per-element dispatch
     for i, child in enumerate(children):
-        term = oracles.ttt_is_terminal(child)
+        term = tictactoe.is_terminal(child)
         assert out_np.terminal[i] == term
-        assert out_np.reward[i] == float(oracles.ttt_winner(child) != 0)
-        assert np.flatnonzero(out_np.legal_action_mask[i]).tolist() == oracles.ttt_legal_moves(
+        assert out_np.reward[i] == float(tictactoe.winner(child) != 0)
+        assert np.flatnonzero(out_np.legal_action_mask[i]).tolist() == tictactoe.legal_moves(
             child)
-        assert exact_np.value[i] == (0 if term else oracles.ttt_minimax_value(child))
+        assert exact_np.value[i] == (0 if term else tictactoe.minimax_value(child))
         # The exact Q of the move, as a search would back it up, is the oracle's Q.
         q = exact_np.reward[i] + exact_np.discount[i] * exact_np.value[i]
-        assert q == oracles.ttt_qvalues(positions[i])[int(action[i])]
+        assert q == tictactoe.qvalues(positions[i])[int(action[i])]
     logits = np.asarray(masked.prior_logits)
     legal = np.asarray(masked.legal_action_mask)
-    assert np.all(logits[legal] == 0) and np.all(logits[~legal] == oracles.MASKED_LOGIT)
+    assert np.all(logits[legal] == 0) and np.all(logits[~legal] == MASKED_LOGIT)
     probs = np.asarray(jax.nn.softmax(masked.prior_logits))
     assert np.all(probs[~legal & legal.any(axis=1, keepdims=True)] == 0)
 
@@ -223,7 +231,7 @@ def test_ttt_recurrent_fn_outputs():
 # ------------------------------------------------------------------------ random games
 
 
-def _brute_force(game: oracles.RandomGame, node: int, sign: float = 1.0,
+def _brute_force(game: random_games.RandomGame, node: int, sign: float = 1.0,
                  total: float = 0.0) -> float:
     """Optimal return from ``node``'s mover's view, by enumerating every play.
 
@@ -255,20 +263,20 @@ _game_kwargs = st.fixed_dictionaries({
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), kwargs=_game_kwargs)
 def test_backward_induction_matches_brute_force(seed, kwargs):
-    game = oracles.random_game(seed, **kwargs)
-    values = oracles.random_game_values(game)
+    game = random_games.random_game(seed, **kwargs)
+    values = random_games.game_values(game)
     for node in range(min(game.num_nodes, 12)):
         assert values[node] == pytest.approx(_brute_force(game, node), abs=1e-9)
-    q = oracles.random_game_qvalues(game)
-    best = oracles.random_game_optimal_actions(game)
+    q = random_games.game_qvalues(game)
+    best = random_games.optimal_actions(game)
     assert best and all(abs(q[0, a] - values[0]) <= 1e-6 for a in best)
 
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), kwargs=_game_kwargs)
 def test_random_game_structure(seed, kwargs):
-    game = oracles.random_game(seed, **kwargs)
-    again = oracles.random_game(seed, **kwargs)
+    game = random_games.random_game(seed, **kwargs)
+    again = random_games.random_game(seed, **kwargs)
     for field in ("children", "reward", "discount", "terminal", "value", "depth"):
         np.testing.assert_array_equal(getattr(game, field), getattr(again, field))
     legal = game.children >= 0
@@ -291,38 +299,39 @@ def test_random_game_structure(seed, kwargs):
 
 
 def test_random_game_features():
-    game = oracles.random_game(3, 3, 5, terminal_prob=0.3)
+    game = random_games.random_game(3, 3, 5, terminal_prob=0.3)
     assert len(set(game.depth[game.terminal].tolist())) >= 3  # terminals at varying depths
-    dag = oracles.random_game(1, 3, 4, merge_prob=0.5)
+    dag = random_games.random_game(1, 3, 4, merge_prob=0.5)
     indegree = np.bincount(dag.children[dag.children >= 0], minlength=dag.num_nodes)
     assert indegree.max() >= 2  # transpositions exist
     assert np.all(indegree[1:] >= 1) and indegree[0] == 0
-    tree = oracles.random_game(1, 3, 4)
+    tree = random_games.random_game(1, 3, 4)
     assert np.all(np.bincount(tree.children[tree.children >= 0])[1:] == 1)
-    extra = oracles.random_game(2, 3, 4, extra_turn_prob=0.5)
+    extra = random_games.random_game(2, 3, 4, extra_turn_prob=0.5)
     assert (extra.discount == 1).any() and (extra.discount == -1).any()
-    perfect = oracles.random_game(4, 3, 4, reward_mode="dense", value_noise=0.0)
-    values = oracles.random_game_values(perfect)
+    perfect = random_games.random_game(4, 3, 4, reward_mode="dense", value_noise=0.0)
+    values = random_games.game_values(perfect)
     np.testing.assert_allclose(perfect.value, np.where(perfect.terminal, 0, values), atol=1e-6)
-    noisy = oracles.random_game(4, 3, 4, reward_mode="dense", value_noise=0.1)
+    noisy = random_games.random_game(4, 3, 4, reward_mode="dense", value_noise=0.1)
     assert np.all(noisy.value[noisy.terminal] == 0)
     assert 0 < np.abs(noisy.value - perfect.value).max() < 1
-    assert np.std(oracles.random_game(5, prior_scale=1.0).prior_logits) > 0.5
+    assert np.std(random_games.random_game(5, prior_scale=1.0).prior_logits) > 0.5
     with pytest.raises(ValueError):
-        oracles.random_game(0, 3, 8, legal_prob=1.0, terminal_prob=0.0, max_nodes=100)
+        random_games.random_game(0, 3, 8, legal_prob=1.0, terminal_prob=0.0, max_nodes=100)
 
 
 def test_stack_and_pad_preserve_values():
-    games = [oracles.random_game(s, 3, 4, reward_mode="dense", merge_prob=0.3) for s in range(5)]
-    forest, roots = oracles.stack_games(games)
-    padded = oracles.pad_game(forest, forest.num_nodes + 7)
-    values = oracles.random_game_values(padded)
+    games = [random_games.random_game(s, 3, 4, reward_mode="dense", merge_prob=0.3)
+             for s in range(5)]
+    forest, roots = random_games.stack_games(games)
+    padded = random_games.pad_game(forest, forest.num_nodes + 7)
+    values = random_games.game_values(padded)
     for game, root in zip(games, roots, strict=True):
-        assert values[root] == pytest.approx(oracles.random_game_values(game)[0])
+        assert values[root] == pytest.approx(random_games.game_values(game)[0])
     assert padded.num_nodes == forest.num_nodes + 7
     assert np.all(padded.terminal[forest.num_nodes:])
     with pytest.raises(ValueError):
-        oracles.pad_game(forest, 3)
+        random_games.pad_game(forest, 3)
 
 
 def _numpy_game_step(game, node, action):
@@ -337,11 +346,11 @@ def _numpy_game_step(game, node, action):
 
 
 def test_random_game_recurrent_fn_matches_arrays():
-    games = [oracles.random_game(s, 4, 5, extra_turn_prob=0.3, merge_prob=0.2,
-                                 reward_mode="dense", value_noise=0.2, prior_scale=1.0)
+    games = [random_games.random_game(s, 4, 5, extra_turn_prob=0.3, merge_prob=0.2,
+                                      reward_mode="dense", value_noise=0.2, prior_scale=1.0)
              for s in range(8)]
-    forest, roots = oracles.stack_games(games)
-    forest = oracles.pad_game(forest, 4096)  # one compiled shape whatever the games' sizes
+    forest, roots = random_games.stack_games(games)
+    forest = random_games.pad_game(forest, 4096)  # one compiled shape whatever the games' sizes
     rng = np.random.default_rng(0)
     batch = 64
     node = np.resize(roots, batch).astype(np.int32)
@@ -349,7 +358,7 @@ def test_random_game_recurrent_fn_matches_arrays():
     np.testing.assert_array_equal(np.asarray(root.embedding), node)
     np.testing.assert_array_equal(np.asarray(root.legal_action_mask), forest.children[node] >= 0)
     np.testing.assert_allclose(np.asarray(root.value), forest.value[node])
-    np.testing.assert_array_equal(oracles.random_game_root(forest, 3).embedding, [0, 0, 0])
+    np.testing.assert_array_equal(random_games.root(forest, 3).embedding, [0, 0, 0])
     embedding = root.embedding
     legal = np.asarray(root.legal_action_mask)
     for _ in range(7):  # past the deepest terminal, to check the dead state
@@ -379,11 +388,11 @@ def test_random_game_recurrent_fn_matches_arrays():
 def test_oracles_fit_mctx():
     """The root and recurrent functions run unchanged in mctx (the interface check)."""
     mctx = pytest.importorskip("mctx")
-    state = oracles.ttt_batch([P("XX. OO. ..."), P("XX. OO. X..")])
-    root = oracles.mask_root_logits(oracles.ttt_root(state))
+    state = tictactoe.batch([P("XX. OO. ..."), P("XX. OO. X..")])
+    root = mask_root_logits(tictactoe.root(state))
     out = jax.jit(functools.partial(
         mctx.muzero_policy, num_simulations=32, max_depth=9,
-        recurrent_fn=oracles.mask_illegal_logits(oracles.ttt_recurrent_fn)))(
+        recurrent_fn=mask_illegal_logits(tictactoe.recurrent_fn)))(
         None, _KEY, root, invalid_actions=~root.legal_action_mask)
     # Each side wins at once: X at 2, O at 5. (`action` is sampled; the weights are not.)
     assert np.argmax(np.asarray(out.action_weights), axis=-1).tolist() == [2, 5]

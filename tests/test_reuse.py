@@ -15,16 +15,16 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 import pytest
 
 import jaxpuct
 from jaxpuct import reuse
+from jaxpuct.testing import random_games, tictactoe
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 
 S = 16  # simulations per search
 N = 2 * S  # capacity: twice one search, the usual setting for reuse in self-play
-P = oracles.ttt_parse
+P = tictactoe.parse
 
 
 # ------------------------------------------------------------------ noisy evaluator
@@ -35,35 +35,35 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     """``([3**9] values, [3**9, 9] logits)``: exact value + N(0, 0.5^2) clipped to
     [-1, 1]; logits +1 on optimal moves plus N(0, 1). Fixed seed."""
     rng = np.random.default_rng(0)
-    exact = oracles.ttt_value_table()
+    exact = tictactoe.value_table()
     values = np.clip(exact + 0.5 * rng.standard_normal(exact.shape), -1.0, 1.0)
     logits = rng.standard_normal((3**9, 9))
-    for pos in oracles.ttt_all_positions():
-        for a in oracles.ttt_optimal_moves(pos):
-            logits[oracles.ttt_code(pos), a] += 1.0
+    for pos in tictactoe.all_positions():
+        for a in tictactoe.optimal_moves(pos):
+            logits[tictactoe.code(pos), a] += 1.0
     return values.astype(np.float32), logits.astype(np.float32)
 
 
-def _evaluate(state: oracles.TTTState) -> tuple[jax.Array, jax.Array]:
+def _evaluate(state: tictactoe.State) -> tuple[jax.Array, jax.Array]:
     values, logits = _tables()
-    code = oracles.ttt_codes(state)
+    code = tictactoe.codes(state)
     return jnp.where(state.terminal, 0.0, jnp.asarray(values)[code]), jnp.asarray(logits)[code]
 
 
 def _recurrent_fn(params, rng_key, action, embedding):
     del params, rng_key
-    state, reward, terminal = oracles.ttt_step(embedding, action)
+    state, reward, terminal = tictactoe.step(embedding, action)
     value, logits = _evaluate(state)
     out = jaxpuct.RecurrentFnOutput(
         reward=reward, discount=-jnp.ones_like(reward), prior_logits=logits, value=value,
-        legal_action_mask=oracles.ttt_legal(state), terminal=terminal)
+        legal_action_mask=tictactoe.legal(state), terminal=terminal)
     return out, state
 
 
-def _root(state: oracles.TTTState) -> jaxpuct.RootFnOutput:
+def _root(state: tictactoe.State) -> jaxpuct.RootFnOutput:
     value, logits = _evaluate(state)
     return jaxpuct.RootFnOutput(prior_logits=logits, value=value, embedding=state,
-                                legal_action_mask=oracles.ttt_legal(state))
+                                legal_action_mask=tictactoe.legal(state))
 
 
 # ------------------------------------------------------------------ compiled once
@@ -76,7 +76,7 @@ _subtree = jax.jit(reuse.subtree)
 _subtree_path = jax.jit(reuse.subtree_path)
 _subtree_or_init = jax.jit(
     lambda tree, action, state: reuse.subtree_or_init(tree, action, _root(state)))
-_step = jax.jit(oracles.ttt_step)
+_step = jax.jit(tictactoe.step)
 
 
 @functools.partial(jax.jit, static_argnames="method")
@@ -96,7 +96,7 @@ def _self_play_step(key, tree, state):
     out = _policy(key, tree)
     new_state, _, _ = _step(state, jnp.maximum(out.action, 0))
     done = new_state.terminal | (out.action < 0)
-    initial = oracles.ttt_initial(state.board.shape[0])
+    initial = tictactoe.initial(state.board.shape[0])
     next_state = jax.tree.map(
         lambda a, b: jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), a, b),
         initial, new_state)
@@ -106,15 +106,15 @@ def _self_play_step(key, tree, state):
 
 
 _POSITIONS = [
-    oracles.TTT_EMPTY,  # big game: fills the tree
+    tictactoe.EMPTY,  # big game: fills the tree
     P("X.. .O. ..."),
     P("XO. .X. ..."),
     P("XOX OXO ..."),  # 3 empty cells: at most 16 nodes, never full
 ]
 
 
-def _positions_state(positions=_POSITIONS) -> oracles.TTTState:
-    return oracles.ttt_batch(list(positions))
+def _positions_state(positions=_POSITIONS) -> tictactoe.State:
+    return tictactoe.batch(list(positions))
 
 
 def _np(tree: Tree) -> dict[str, np.ndarray]:
@@ -347,12 +347,12 @@ def test_frontier_reuse_of_a_dag_keeps_every_reachable_node():
 
 
 GRAPH = jaxpuct.GraphConfig()
-_GAME_RF = oracles.make_random_game_recurrent_fn(with_hash=True)
+_GAME_RF = random_games.make_recurrent_fn(with_hash=True)
 
 
 @jax.jit
 def _graph_search(game, roots):
-    root = oracles.random_game_root(game, roots, with_hash=True)
+    root = random_games.root(game, roots, with_hash=True)
     return jaxpuct.search(game, _KEY, root, _GAME_RF, 2 * S, max_nodes=N, graph=GRAPH)
 
 
@@ -360,7 +360,7 @@ def _graph_search(game, roots):
 def _graph_reuse(game, tree, action, next_roots):
     """Reuse at ``action`` (a fresh root where it has no child), S more
     simulations, and a lookup of every node's hash in the rebuilt table."""
-    next_root = oracles.random_game_root(game, next_roots, with_hash=True)
+    next_root = random_games.root(game, next_roots, with_hash=True)
     new, reused = reuse.subtree_or_init(tree, action, next_root, graph=GRAPH)
     more = jaxpuct.search(game, _KEY, None, _GAME_RF, S, tree=new, graph=GRAPH)
     found = jax.vmap(lambda h: jaxpuct.graph.lookup(new, GRAPH.max_probes, h),
@@ -375,12 +375,12 @@ def test_graph_mode_keeps_every_reachable_node_and_rebuilds_the_table():
     transposition table; the search continues from it."""
     games = []
     for seed in range(100):  # games whose root has two moves that do not end it
-        game = oracles.random_game(seed, num_actions=3, depth=6, merge_prob=0.5,
-                                   reward_mode="dense", value_noise=0.3)
+        game = random_games.random_game(seed, num_actions=3, depth=6, merge_prob=0.5,
+                                        reward_mode="dense", value_noise=0.3)
         kids = game.children[0][game.children[0] >= 0]
         if (~game.terminal[kids]).sum() >= 2 and len(games) < 4:
             games.append(game)
-    game, roots = oracles.stack_games(games)
+    game, roots = random_games.stack_games(games)
     tree = _graph_search(game, jnp.asarray(roots))
     old = _np(tree)
     children = old["children_index"]
@@ -531,7 +531,7 @@ def test_self_play_with_reuse_and_capacity_twice_the_search():
     games restart with a fresh tree): every search adds S visits to its root,
     trees fill up and keep working, and the root noise is drawn afresh."""
     batch = 4
-    state = oracles.ttt_initial(batch)
+    state = tictactoe.initial(batch)
     tree = _init(state)
     keys = jax.random.split(jax.random.key(1), 14)
     num_reused = num_full = num_restarts = 0
@@ -600,14 +600,14 @@ def test_reused_search_beats_fresh_search_of_same_size():
     often the most visited move is optimal, over the positions where not
     every move is.
     """
-    parents = [p for p in oracles.ttt_all_positions() if 9 - p.count(0) in (2, 3, 4)]
+    parents = [p for p in tictactoe.all_positions() if 9 - p.count(0) in (2, 3, 4)]
     assert len(parents) % 4 == 0
     names = ("fresh S", "reused + S", "fresh 2S")
     visits = {name: [] for name in names}
     actions, reused, child_visits, root_visits = [], [], [], []
     # In batches of 4: the functions compiled for the other tests are reused.
     for i in range(0, len(parents), 4):
-        state = oracles.ttt_batch(parents[i:i + 4])
+        state = tictactoe.batch(parents[i:i + 4])
         first = _search_more(_init(state))
         action = jnp.argmax(first.edge_visits[:, 0], -1).astype(jnp.int32)
         child_state, _, _ = _step(state, action)
@@ -623,10 +623,10 @@ def test_reused_search_beats_fresh_search_of_same_size():
     results = {name: np.concatenate(v) for name, v in visits.items()}
     action = np.concatenate(actions)
     reused = np.concatenate(reused)
-    children = [oracles.ttt_play(p, int(a)) for p, a in zip(parents, action, strict=True)]
-    scored = [i for i, c in enumerate(children) if not oracles.ttt_is_terminal(c)
-              and len(oracles.ttt_optimal_moves(c)) < len(oracles.ttt_legal_moves(c))]
-    optimal = {i: oracles.ttt_optimal_moves(children[i]) for i in scored}
+    children = [tictactoe.play(p, int(a)) for p, a in zip(parents, action, strict=True)]
+    scored = [i for i, c in enumerate(children) if not tictactoe.is_terminal(c)
+              and len(tictactoe.optimal_moves(c)) < len(tictactoe.legal_moves(c))]
+    optimal = {i: tictactoe.optimal_moves(children[i]) for i in scored}
     scores = {}
     for name, root_edge_visits in results.items():
         best = np.argmax(root_edge_visits, -1)

@@ -1,6 +1,6 @@
 """The core search against exact oracles, its invariants, and its equalities.
 
-* Tic-tac-toe (``oracles.ttt_*``): uniform prior, leaf value 0, exact terminal
+* Tic-tac-toe (:mod:`jaxpuct.testing.tictactoe`): uniform prior, leaf value 0, exact terminal
   values. With ``PUCTConfig()`` and no root noise, the most visited move is
   minimax-optimal in every one of the 4520 reachable non-terminal positions, at a
   number of simulations that depends on how many stones are on the board.
@@ -19,7 +19,6 @@ import re
 
 import jax
 import numpy as np
-import oracles
 import pytest
 import search_cases as sc
 from hypothesis import HealthCheck, given, settings
@@ -27,20 +26,21 @@ from hypothesis import strategies as st
 
 import jaxpuct
 from jaxpuct import PUCTConfig
+from jaxpuct.testing import random_games, tictactoe
 
 # ------------------------------------------------------------------ tic-tac-toe
 
 
 @sc.jit(static_argnames=("sims",))
 def _ttt_policy(state, *, sims):
-    root = oracles.ttt_root(state)
-    out = jaxpuct.alphazero_policy(None, jax.random.key(0), root, oracles.ttt_recurrent_fn,
+    root = tictactoe.root(state)
+    out = jaxpuct.alphazero_policy(None, jax.random.key(0), root, tictactoe.recurrent_fn,
                                    sims, selection=sc.DEFAULT, dirichlet_fraction=0.0,
                                    temperature=0.0)
     return out.action, out.search_tree.summary().visit_counts
 
 
-_TTT_POSITIONS = oracles.ttt_all_positions()
+_TTT_POSITIONS = tictactoe.all_positions()
 _TTT_STONES = np.array([9 - p.count(0) for p in _TTT_POSITIONS])
 
 # (stones on the board, simulations). Measured with PUCTConfig() (AlphaZero's c
@@ -70,14 +70,14 @@ def test_ttt_most_visited_move_is_minimax_optimal(stones, sims):
     lo, hi = stones
     index = np.flatnonzero((_TTT_STONES >= lo) & (_TTT_STONES <= hi))
     positions = [_TTT_POSITIONS[i] for i in index]
-    action, counts = _ttt_policy(oracles.ttt_batch(positions), sims=sims)
+    action, counts = _ttt_policy(tictactoe.batch(positions), sims=sims)
     action, counts = np.asarray(action), np.asarray(counts)
     # Temperature 0: the action is the most visited move, lowest index on ties.
     np.testing.assert_array_equal(action, np.argmax(counts, axis=-1))
     assert np.all(counts.sum(-1) == sims)
-    misses = [(oracles.ttt_format(p), int(a), sorted(oracles.ttt_optimal_moves(p)))
+    misses = [(tictactoe.format_position(p), int(a), sorted(tictactoe.optimal_moves(p)))
               for p, a in zip(positions, action, strict=True)
-              if int(a) not in oracles.ttt_optimal_moves(p)]
+              if int(a) not in tictactoe.optimal_moves(p)]
     assert not misses, f"{len(misses)} of {len(positions)} non-optimal: {misses[:5]}"
     # Illegal moves (occupied cells) are never visited.
     occupied = np.asarray(positions) != 0
@@ -92,20 +92,20 @@ _CONV_CHUNK = 32
 
 @sc.jit(static_argnames=("max_nodes",))
 def _init_tree(forest, roots, *, max_nodes):
-    return jaxpuct.init_tree(oracles.random_game_root(forest, roots), max_nodes)
+    return jaxpuct.init_tree(random_games.root(forest, roots), max_nodes)
 
 
 @sc.jit(static_argnames=("sims", "config"))
 def _continue_search(forest, roots, tree, *, sims, config):
-    root = oracles.random_game_root(forest, roots)
-    return jaxpuct.search(forest, jax.random.key(0), root, oracles.random_game_recurrent_fn,
+    root = random_games.root(forest, roots)
+    return jaxpuct.search(forest, jax.random.key(0), root, random_games.recurrent_fn,
                           sims, selection=config, tree=tree)
 
 
 def test_root_value_converges_to_backward_induction():
     """Leaf values 0 and dense rewards: only the search can find the value."""
     forest, roots, games = sc.game_forest(range(100, 116), reward_mode="dense")
-    exact = np.array([oracles.random_game_values(g)[0] for g in games])
+    exact = np.array([random_games.game_values(g)[0] for g in games])
     tree = _init_tree(forest, roots, max_nodes=_CONV_CAPACITY)
     errors = {}
     for step in range(1, (_CONV_CAPACITY - 1) // _CONV_CHUNK + 1):
@@ -123,7 +123,7 @@ def test_root_value_converges_to_backward_induction():
     # The most visited root move is optimal.
     counts = np.asarray(tree.summary().visit_counts)
     for game, c in zip(games, counts, strict=True):
-        assert int(np.argmax(c)) in oracles.random_game_optimal_actions(game)
+        assert int(np.argmax(c)) in random_games.optimal_actions(game)
 
 
 # ------------------------------------------------------------------ invariants
@@ -231,8 +231,8 @@ def test_jit_and_eager_agree():
     spec = dict(_EQ_SPEC)
     with jax.disable_jit():
         eager = jaxpuct.alphazero_policy(
-            forest, keys, oracles.random_game_root(forest, roots),
-            oracles.random_game_recurrent_fn, spec.pop("sims"), invalid_actions=invalid,
+            forest, keys, random_games.root(forest, roots),
+            random_games.recurrent_fn, spec.pop("sims"), invalid_actions=invalid,
             selection=spec.pop("config"), temperature=ones, **spec)
     t_jit, t_eager = jitted.search_tree, eager.search_tree
     for name in ("num_nodes", "node_visits", "edge_visits", "children_index", "embeddings",
@@ -265,8 +265,8 @@ def _copies_in_loops(hlo_text: str, marker: str) -> list[str]:
 
 @functools.partial(jax.jit, static_argnames=("max_nodes",))  # default XLA pipeline
 def _ttt_search(state, *, max_nodes):
-    return jaxpuct.search(None, jax.random.key(0), oracles.ttt_root(state),
-                          oracles.ttt_recurrent_fn, 8, max_nodes=max_nodes)
+    return jaxpuct.search(None, jax.random.key(0), tictactoe.root(state),
+                          tictactoe.recurrent_fn, 8, max_nodes=max_nodes)
 
 
 def test_simulation_does_not_copy_tree_sized_arrays():
@@ -277,7 +277,7 @@ def test_simulation_does_not_copy_tree_sized_arrays():
     there costs O(B * N) per simulation or per depth step, so search time grows
     with the capacity instead of with the work done).
     """
-    state = oracles.ttt_batch([oracles.TTT_EMPTY] * 3)
+    state = tictactoe.batch([tictactoe.EMPTY] * 3)
     hlo = _ttt_search.lower(state, max_nodes=777).compile().as_text()
     assert "777" in hlo
     copies = _copies_in_loops(hlo, "777")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import oracles
 import pytest
 import search_cases as sc
 
@@ -30,9 +29,9 @@ import jaxpuct
 from jaxpuct import solver as solver_lib
 from jaxpuct import visualize
 from jaxpuct.solver import SolverConfig
-from jaxpuct.testing import checks, tictactoe
+from jaxpuct.testing import checks, random_games, tictactoe
 
-_GAME_RF = oracles.make_random_game_recurrent_fn(with_hash=True)
+_GAME_RF = random_games.make_recurrent_fn(with_hash=True)
 _EXACT = SolverConfig(value_bound=None)
 
 # ------------------------------------------------------------ the rule, by hand
@@ -130,20 +129,20 @@ def test_best_child_matches_openspiel_cases():
 
 # ------------------------------------------------------------------- tic-tac-toe
 
-_TTT_POSITIONS = oracles.ttt_all_positions()
+_TTT_POSITIONS = tictactoe.all_positions()
 
 
 @sc.jit(static_argnames=("sims", "k"))
 def _ttt_continue(tree, *, sims, k=1):
     """``sims`` more solver simulations on ``tree`` (tic-tac-toe, uniform prior, zero
     value, exact terminals)."""
-    return jaxpuct.search(None, jax.random.key(0), None, oracles.ttt_recurrent_fn, sims,
+    return jaxpuct.search(None, jax.random.key(0), None, tictactoe.recurrent_fn, sims,
                           tree=tree, leaves_per_step=k, solver=True)
 
 
 @sc.jit(static_argnames=("max_nodes",))
 def _ttt_empty_tree(state, *, max_nodes):
-    return jaxpuct.init_tree(oracles.ttt_root(state), max_nodes)
+    return jaxpuct.init_tree(tictactoe.root(state), max_nodes)
 
 
 def _node_minimax(tree) -> np.ndarray:
@@ -151,7 +150,7 @@ def _node_minimax(tree) -> np.ndarray:
     emb = jax.device_get(tree.embeddings)
     absolute = emb.board.astype(np.int64) * emb.player.astype(np.int64)[..., None]
     codes = np.where(absolute == -1, 2, absolute) @ (3 ** np.arange(9))
-    return oracles.ttt_value_table()[codes]
+    return tictactoe.value_table()[codes]
 
 
 def _check_ttt_proofs(tree, positions, previous=None) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +180,7 @@ def test_ttt_proven_values_are_minimax_and_never_flip(k, every, sims):
     """All 4520 positions with one leaf per step (16, 32 and 48 simulations); every
     twelfth with 4 leaves (32, 64, 96). Every node of every tree is checked."""
     positions = _TTT_POSITIONS[::every]
-    tree = _ttt_empty_tree(oracles.ttt_batch(positions), max_nodes=3 * sims + 1)
+    tree = _ttt_empty_tree(tictactoe.batch(positions), max_nodes=3 * sims + 1)
     record, proven_share = None, []
     for _ in range(3):
         tree = _ttt_continue(tree, sims=sims, k=k)
@@ -194,7 +193,7 @@ def test_ttt_proven_values_are_minimax_and_never_flip(k, every, sims):
     assert np.all(np.asarray(tree.node_visits)[root_proven, 0] <= 3 * sims + 1)
     action = np.asarray(jax.jit(solver_lib.solver_action)(tree))
     misses = [i for i in np.flatnonzero(root_proven)
-              if int(action[i]) not in oracles.ttt_optimal_moves(positions[i])]
+              if int(action[i]) not in tictactoe.optimal_moves(positions[i])]
     assert not misses, [tictactoe.format_position(positions[i]) for i in misses[:5]]
 
 
@@ -209,13 +208,13 @@ _OPENSPIEL_POSITIONS = [
 
 @sc.jit
 def _ttt_policy(state, key, temperature):
-    return jaxpuct.alphazero_policy(None, key, oracles.ttt_root(state),
-                                    oracles.ttt_recurrent_fn, 800, temperature=temperature,
+    return jaxpuct.alphazero_policy(None, key, tictactoe.root(state),
+                                    tictactoe.recurrent_fn, 800, temperature=temperature,
                                     solver=True)
 
 
 def test_openspiel_solver_positions():
-    state = oracles.ttt_batch([oracles.ttt_parse(p) for p, _, _ in _OPENSPIEL_POSITIONS])
+    state = tictactoe.batch([tictactoe.parse(p) for p, _, _ in _OPENSPIEL_POSITIONS])
     for temperature in (0.0, 1.0):
         out = _ttt_policy(state, jax.random.key(3), jnp.float32(temperature))
         tree = out.search_tree
@@ -243,14 +242,14 @@ def test_openspiel_solver_positions():
 
 @sc.jit(static_argnames=("sims", "graph", "config"))
 def _game_search(forest, roots, *, sims, graph=None, config=_EXACT):
-    root = oracles.random_game_root(forest, roots, with_hash=graph is not None)
+    root = random_games.root(forest, roots, with_hash=graph is not None)
     return jaxpuct.search(forest, jax.random.key(1), root, _GAME_RF, sims, graph=graph,
                           solver=config)
 
 
 def _check_game_proofs(tree, forest) -> np.ndarray:
     """Proven used nodes hold the backward-induction value; returns ``[B, N]`` proven."""
-    exact = oracles.random_game_values(forest)
+    exact = random_games.game_values(forest)
     nodes = np.asarray(tree.embeddings)
     plies = np.asarray(tree.proof_plies)
     used = np.arange(plies.shape[1])[None, :] < np.asarray(tree.num_nodes)[:, None]
@@ -322,10 +321,10 @@ def test_solver_off_stores_no_proofs_and_reuse_keeps_them():
 
 
 def test_bad_solver_arguments():
-    state = oracles.ttt_batch([oracles.TTT_EMPTY])
-    root = oracles.ttt_root(state)
+    state = tictactoe.batch([tictactoe.EMPTY])
+    root = tictactoe.root(state)
     with pytest.raises(ValueError, match="solver must be a bool or a SolverConfig.*'yes'"):
-        jaxpuct.search(None, jax.random.key(0), root, oracles.ttt_recurrent_fn, 4,
+        jaxpuct.search(None, jax.random.key(0), root, tictactoe.recurrent_fn, 4,
                        solver="yes")
     with pytest.raises(ValueError, match="value_bound must be a finite number > 0.*-1"):
         SolverConfig(value_bound=-1.0)
@@ -333,21 +332,21 @@ def test_bad_solver_arguments():
 
 @sc.jit
 def _ttt_restricted(tree, invalid):
-    return jaxpuct.search(None, jax.random.key(0), None, oracles.ttt_recurrent_fn, 256,
+    return jaxpuct.search(None, jax.random.key(0), None, tictactoe.recurrent_fn, 256,
                           tree=tree, invalid_actions=invalid, solver=True)
 
 
 def test_root_made_invalid_is_proven_again():
     """A proven win whose winning move is then forbidden at the root: the root's
     proof is recomputed from the moves left (exact value over them, or unproven)."""
-    position = oracles.ttt_parse(".X. ... ..O")  # x(0,1) o(2,2): x(0,2) wins
-    tree = _ttt_empty_tree(oracles.ttt_batch([position]), max_nodes=2 * 256 + 1)
+    position = tictactoe.parse(".X. ... ..O")  # x(0,1) o(2,2): x(0,2) wins
+    tree = _ttt_empty_tree(tictactoe.batch([position]), max_nodes=2 * 256 + 1)
     tree = _ttt_restricted(tree, jnp.zeros((1, 9), bool))
     assert int(tree.proof_plies[0, 0]) >= 0 and float(tree.node_values[0, 0]) == 1.0
     before = int(tree.edge_visits[0, 0, 2])
     invalid = jnp.zeros((1, 9), bool).at[0, 2].set(True)
     tree = _ttt_restricted(tree, invalid)
-    q = oracles.ttt_qvalues(position)
+    q = tictactoe.qvalues(position)
     q[2] = np.nan  # the best of the other moves draws: a stale proof would read 1
     if int(tree.proof_plies[0, 0]) >= 0:
         assert float(tree.node_values[0, 0]) == np.nanmax(q)

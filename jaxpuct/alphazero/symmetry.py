@@ -16,7 +16,7 @@ averaged over the group, at the batch's own cost. The outcome is invariant and
 untouched.
 
 Games and symmetries (pgx layouts, checked against pgx's rules in
-``tests/test_symmetry.py``):
+``tests/test_symmetries.py``):
 
 * ``connect_four``: observation ``[6, 7, 2]`` (row 0 the top row, channels last),
   actions the 7 columns. Gravity breaks every symmetry but the left-right mirror:

@@ -1,6 +1,14 @@
-"""Faults a new user runs into: mctx-style ``-inf`` masking, wrong arguments that must
-give a ``ValueError`` naming the argument, out-of-range values given as arrays, 64-bit
-mode, and a tree capacity below the number of simulations."""
+"""Bad values: the defined behaviour of a search given values it cannot use.
+
+mctx-style ``-inf`` and pgx-style ``finfo(dtype).min`` masks, NaN logits, out-of-range
+values given as traced arrays (caught under ``checkify``, or the documented
+fallback), 64-bit mode, non-finite temperatures and noise parameters, a tree
+capacity below the number of simulations (warnings, ``unstored_leaves``), the
+summary of a vmapped tree, reverse-mode gradients; and, where one batch element's
+trouble must not touch the others, a root with no legal action, NaN from the
+network and a full tree.
+
+Arguments that must be refused with a ``ValueError`` are in ``test_bad_input.py``."""
 
 from __future__ import annotations
 
@@ -13,10 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import search_cases as sc
 from jax.experimental import checkify
 
 import jaxpuct
 import jaxpuct.numerics
+from jaxpuct.testing import random_games, tictactoe
 
 B, A = 2, 3
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -98,93 +108,6 @@ def _policy(**kwargs):
     recurrent_fn = args.pop("recurrent_fn", _bandit_recurrent_fn)
     return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), root, recurrent_fn, 4,
                                     **args)
-
-
-def _only_output(params, rng_key, action, embedding):
-    return _bandit_recurrent_fn(params, rng_key, action, embedding)[0]
-
-
-def _float_embedding(params, rng_key, action, embedding):
-    out, new = _bandit_recurrent_fn(params, rng_key, action, embedding)
-    return out, new.astype(jnp.float32)
-
-
-_SMALL_TREE = jaxpuct.init_tree(_root(), 5)
-_OTHER_BATCH_TREE = jaxpuct.init_tree(_root(batch=B + 1), 5)
-_OTHER_ACTIONS_TREE = jaxpuct.init_tree(
-    jaxpuct.RootFnOutput(prior_logits=jnp.zeros((B, A + 1)), value=jnp.zeros(B),
-                         embedding=jnp.zeros(B, jnp.int32)), 5)
-
-BAD_CALLS = [
-    ("graph as a dict", lambda: _policy(graph={"max_probes": 4}), ["graph", "GraphConfig",
-                                                                    "dict"]),
-    ("graph=True", lambda: _policy(graph=True), ["graph", "GraphConfig", "bool"]),
-    ("search graph as a dict", lambda: jaxpuct.search(
-        None, jax.random.PRNGKey(0), _root(), _bandit_recurrent_fn, 4, graph={}),
-     ["graph", "GraphConfig"]),
-    ("selection as a dict", lambda: _policy(selection={"c_init": 1.0}),
-     ["selection", "PUCTConfig", "dict"]),
-    ("temperature [B+1]", lambda: _policy(temperature=jnp.ones(B + 1)),
-     ["temperature", "[B]", str(B), str(B + 1)]),
-    ("temperature array < 0", lambda: _policy(temperature=jnp.array([-1.0, 1.0])),
-     ["temperature", "-1.0"]),
-    ("dirichlet_fraction array > 1", lambda: _policy(dirichlet_fraction=jnp.array(2.0)),
-     ["dirichlet_fraction", "2.0"]),
-    ("dirichlet_alpha array <= 0", lambda: _policy(dirichlet_fraction=0.25,
-                                                   dirichlet_alpha=np.float32(0.0)),
-     ["dirichlet_alpha", "> 0"]),
-    ("subtree action [B+1]", lambda: jaxpuct.subtree(_SMALL_TREE, jnp.zeros(B + 1, int)),
-     ["action", str([B]), str([B + 1])]),
-    ("recurrent_fn returns only its output", lambda: _policy(recurrent_fn=_only_output),
-     ["recurrent_fn", "pair", "RecurrentFnOutput"]),
-    ("tree from another batch size", lambda: _policy(tree=_OTHER_BATCH_TREE),
-     ["tree", "batch size 3", "B=2"]),
-    ("search: tree with another action count than root", lambda: jaxpuct.search(
-        None, jax.random.PRNGKey(0), _root(), _bandit_recurrent_fn, 4,
-        tree=_OTHER_ACTIONS_TREE), ["tree", "4 actions", "num_actions=3"]),
-    ("tree with another action count", lambda: jaxpuct.search(
-        None, jax.random.PRNGKey(0), None, _bandit_recurrent_fn, 4, tree=_OTHER_ACTIONS_TREE,
-        invalid_actions=jnp.zeros((B, A), bool)), ["invalid_actions", str([B, A + 1])]),
-    ("tree and root disagree on actions", lambda: jaxpuct.subtree_or_init(
-        _OTHER_ACTIONS_TREE, jnp.zeros(B, int), _root()), ["tree", "actions"]),
-    ("embedding dtype changes", lambda: _policy(recurrent_fn=_float_embedding),
-     ["embedding", "int32", "float32"]),
-    ("batch size 0", lambda: _policy(root=_root(batch=0)), ["root.prior_logits", "B >= 1",
-                                                             "B=0"]),
-    ("gumbel: batch size 0", lambda: jaxpuct.gumbel_policy(
-        None, jax.random.PRNGKey(0), _root(batch=0), _bandit_recurrent_fn, 4), ["B=0"]),
-    ("init_tree: batch size 0", lambda: jaxpuct.init_tree(_root(batch=0), 4), ["B=0"]),
-    ("int32 hash from GraphConfig.hash_fn", lambda: _policy(graph=jaxpuct.GraphConfig(
-        hash_fn=lambda e: jnp.stack([e, e], -1))), ["GraphConfig.hash_fn", "uint32", "int32"]),
-    ("int32 state_hash of the root", lambda: _policy(
-        root=_root().replace(state_hash=jnp.zeros((B, 2), jnp.int32)),
-        graph=jaxpuct.GraphConfig()), ["root.state_hash", "uint32", "int32"]),
-]
-
-
-@pytest.mark.parametrize("call,words", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS])
-def test_bad_argument_raises_value_error_naming_it(call, words):
-    with pytest.raises(ValueError) as info:
-        call()
-    message = str(info.value)
-    for word in words:
-        assert word in message, (word, message)
-
-
-def test_batch_size_zero_is_rejected_alike_by_the_search_and_check_recurrent_fn():
-    import jaxpuct.testing
-
-    with pytest.raises(ValueError, match="B=0"):
-        _policy(root=_root(batch=0))
-    with pytest.raises(jaxpuct.testing.ConformanceError, match="B = 0"):
-        jaxpuct.testing.check_recurrent_fn(_bandit_recurrent_fn, None, _root(batch=0))
-
-
-def test_tree_from_another_batch_size_without_root_names_the_batch_size_of_the_tree():
-    # No root to compare with: the per-element keys are checked against the tree.
-    with pytest.raises(ValueError, match=r"rng_key must be one key or a batch of B=3 keys"):
-        jaxpuct.alphazero_policy(None, jax.random.split(jax.random.PRNGKey(0), B), None,
-                                 _bandit_recurrent_fn, 4, tree=_OTHER_BATCH_TREE)
 
 
 def test_traced_out_of_range_values_are_caught_under_checkify():
@@ -358,70 +281,6 @@ def test_finfo_min_of_each_dtype_is_a_mask(dtype):
 
 
 # --------------------------------------------------------------------------------------
-# Wrong objects: a PolicyOutput, an mctx tree, a dict from recurrent_fn, a traced tree
-# --------------------------------------------------------------------------------------
-
-
-def _mctx_tree():
-    """An mctx ``Tree`` of the jaxpuct tree's shapes (only its type matters here)."""
-    mctx = pytest.importorskip("mctx")
-    node, edge = jnp.zeros((B, 5)), jnp.zeros((B, 5, A))
-    return mctx.Tree(node_visits=node, raw_values=node, node_values=node, parents=node,
-                     action_from_parent=node, children_index=edge.astype(jnp.int32),
-                     children_prior_logits=edge, children_visits=edge, children_rewards=edge,
-                     children_discounts=edge, children_values=edge,
-                     embeddings=jnp.zeros((B, 5)), root_invalid_actions=jnp.zeros((B, A)),
-                     extra_data=None)
-
-
-def _dict_output(params, rng_key, action, embedding):
-    out, new = _bandit_recurrent_fn(params, rng_key, action, embedding)
-    return {"reward": out.reward, "discount": out.discount, "prior_logits": out.prior_logits,
-            "value": out.value}, new
-
-
-_KEY = jax.random.PRNGKey(0)
-_POLICY_OUTPUT = _policy()
-
-WRONG_OBJECTS = [
-    ("alphazero_policy(tree=mctx tree)", lambda: jaxpuct.alphazero_policy(
-        None, _KEY, None, _bandit_recurrent_fn, 4, tree=_mctx_tree()),
-     ["tree", "mctx.Tree", "jaxpuct continues only its own trees"]),
-    ("alphazero_policy(root, tree=mctx tree)", lambda: _policy(tree=_mctx_tree()),
-     ["mctx.Tree", "only its own trees"]),
-    ("gumbel_policy(tree=mctx tree)", lambda: jaxpuct.gumbel_policy(
-        None, _KEY, _root(), _bandit_recurrent_fn, 4, tree=_mctx_tree()), ["mctx.Tree"]),
-    ("search(tree=mctx tree)", lambda: jaxpuct.search(
-        None, _KEY, _root(), _bandit_recurrent_fn, 4, tree=_mctx_tree()), ["mctx.Tree"]),
-    ("subtree(mctx tree)", lambda: jaxpuct.subtree(_mctx_tree(), jnp.zeros(B, jnp.int32)),
-     ["mctx.Tree", "only its own trees"]),
-    ("subtree_path(mctx tree)", lambda: jaxpuct.subtree_path(
-        _mctx_tree(), jnp.zeros((B, 1), jnp.int32)), ["mctx.Tree"]),
-    ("subtree_or_init(mctx tree)", lambda: jaxpuct.subtree_or_init(
-        _mctx_tree(), jnp.zeros(B, jnp.int32), _root()), ["mctx.Tree"]),
-    ("subtree(policy output)", lambda: jaxpuct.subtree(_POLICY_OUTPUT, jnp.zeros(B, jnp.int32)),
-     ["PolicyOutput", ".search_tree"]),
-    ("to_dot(policy output)", lambda: __import__("jaxpuct.visualize").visualize.to_dot(
-        _POLICY_OUTPUT), ["tree", "PolicyOutput", ".search_tree"]),
-    ("to_dot under jit", lambda: jax.jit(
-        lambda t: len(__import__("jaxpuct.visualize").visualize.to_dot(t)))(
-        _POLICY_OUTPUT.search_tree), ["tree", "concrete", "jax.jit"]),
-    ("recurrent_fn returns a dict", lambda: _policy(recurrent_fn=_dict_output),
-     ["recurrent_fn", "RecurrentFnOutput", "dict", "'reward'"]),
-]
-
-
-@pytest.mark.parametrize("call,words", [c[1:] for c in WRONG_OBJECTS],
-                         ids=[c[0] for c in WRONG_OBJECTS])
-def test_wrong_object_raises_value_error_saying_what_was_expected(call, words):
-    with pytest.raises(ValueError) as info:
-        call()
-    message = str(info.value)
-    for word in words:
-        assert word in message, (word, message)
-
-
-# --------------------------------------------------------------------------------------
 # jax.vmap over a policy: the tree has an extra leading axis
 # --------------------------------------------------------------------------------------
 
@@ -573,24 +432,155 @@ def test_continuing_a_tree_smaller_than_the_search_warns():
         jax.eval_shape(lambda t: jaxpuct.search(None, jax.random.PRNGKey(0), None,
                                                 _deep_recurrent_fn, 8, tree=t), tree)
 
+# --------------------------------------------------------------------------------------
+# One element's bad values stay in its tree: a root with no legal action, NaN from
+# the network, a full tree
+# --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, call, words", [
-    ("float action", lambda t: jaxpuct.subtree(t, jnp.full((B,), 1.7)),
-     ["action", "integer", "float32"]),
-    ("action out of range", lambda t: jaxpuct.subtree(t, jnp.full((B,), A, jnp.int32)),
-     ["action", f"num_actions={A}", str(A)]),
-    ("float path", lambda t: jaxpuct.subtree_path(t, jnp.zeros((B, 2))),
-     ["actions", "integer"]),
-    ("float mask", lambda t: jaxpuct.alphazero_policy(
-        None, jax.random.PRNGKey(0), _root(), _bandit_recurrent_fn, 4,
-        invalid_actions=jnp.full((B, A), 0.5)), ["invalid_actions", "bool", "float32"]),
-    ("integer mask of 2s", lambda t: jaxpuct.alphazero_policy(
-        None, jax.random.PRNGKey(0), _root(), _bandit_recurrent_fn, 4,
-        invalid_actions=jnp.full((B, A), 2, jnp.int32)), ["invalid_actions", "0 or 1"]),
-])
-def test_non_integer_actions_and_non_boolean_masks_are_errors(name, call, words):
-    tree = jaxpuct.init_tree(_root(), 4)
-    with pytest.raises(ValueError) as info:
-        call(tree)
-    for word in words:
-        assert word in str(info.value), (name, word, str(info.value))
+_TAUS = np.array([0.0, 0.5, 1.0, 2.0], np.float32)
+
+
+def _leaves_equal(a, b, rows_a=slice(None), rows_b=slice(None), what=""):
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b),
+                            strict=True):
+        np.testing.assert_array_equal(np.asarray(x)[rows_a], np.asarray(y)[rows_b],
+                                      err_msg=f"{what}{jax.tree_util.keystr(path)}")
+
+
+def test_root_without_legal_action():
+    """Action -1, zero weights, the tree untouched; the other elements are exactly
+    what a batch without that element gives."""
+    forest, roots, invalid = sc.noisy_inputs()
+    blocked = invalid.copy()
+    blocked[2] = True
+    keys = sc.element_keys(8, 4)
+    out = sc.game_policy(forest, roots, keys, blocked, _TAUS, **sc.NOISY_SPEC)
+    assert int(out.action[2]) == -1
+    assert np.all(np.asarray(out.action_weights[2]) == 0)
+    tree = jax.tree.map(lambda x: np.asarray(x)[2], out.search_tree)
+    assert tree.num_nodes == 1 and tree.node_visits[0] == 1 and tree.node_terminal[0]
+    assert np.all(tree.edge_visits == 0) and np.all(tree.children_index[0] == jaxpuct.ILLEGAL)
+    assert np.all(tree.root_prior == 0) and np.all(tree.children_prior == 0)
+    assert tree.node_values[0] == tree.raw_values[0] == np.float32(forest.value[roots[2]])
+    assert np.all(tree.children_index[1:] == jaxpuct.UNEXPANDED)
+    summary = jax.tree.map(lambda x: np.asarray(x)[2], out.search_tree.summary())
+    assert np.all(summary.visit_counts == 0) and np.all(summary.visit_probs == 0)
+    keep = np.array([0, 1, 3])
+    without = sc.game_policy(forest, roots[keep], keys[keep], invalid[keep], _TAUS[keep],
+                             **sc.NOISY_SPEC)
+    _leaves_equal(out, without, rows_a=keep)
+
+
+@sc.jit
+def _ttt_policy(state):
+    return jaxpuct.alphazero_policy(None, jax.random.PRNGKey(0), tictactoe.root(state),
+                                    tictactoe.recurrent_fn, 6, dirichlet_fraction=0.0,
+                                    temperature=0.0)
+
+
+def test_terminal_root_is_not_searched():
+    """A tic-tac-toe root that is already won: no legal move, action -1."""
+    won = tictactoe.parse("XXX OO. ...")
+    state = tictactoe.batch([won, tictactoe.EMPTY])
+    out = _ttt_policy(state)
+    assert int(out.action[0]) == -1 and int(out.action[1]) >= 0
+    assert int(out.search_tree.num_nodes[0]) == 1
+    assert np.all(np.asarray(out.action_weights[0]) == 0)
+    assert int(out.search_tree.edge_visits[1, 0].sum()) == 6
+
+
+@pytest.mark.parametrize("poison_root", [False, True], ids=["below-root", "root-too"])
+def test_nan_from_the_network_stays_in_its_tree(poison_root):
+    forest, roots, invalid = sc.noisy_inputs()
+    keys = sc.element_keys(2, 4)
+    clean = sc.game_policy(forest, roots, keys, invalid, _TAUS, **sc.NOISY_SPEC)
+    k = 1
+    poisoned_forest = forest
+    if poison_root:
+        value = np.array(forest.value)
+        logits = np.array(forest.prior_logits)
+        value[roots[k]] = np.nan
+        logits[roots[k]] = np.nan
+        poisoned_forest = forest.replace(value=value, prior_logits=logits)
+    bad = sc.game_policy(poisoned_forest, roots, keys, invalid, _TAUS, k, **sc.NOISY_SPEC)
+    others = np.array([b for b in range(4) if b != k])
+    _leaves_equal(bad, clean, rows_a=others, rows_b=others)
+
+    tree = jax.tree.map(lambda x: np.asarray(x)[k], bad.search_tree)
+    for name in ("node_values", "raw_values", "children_prior", "root_prior"):
+        assert np.all(np.isfinite(getattr(tree, name))), name
+    assert np.all(np.isfinite(np.asarray(bad.action_weights[k])))
+    assert np.asarray(bad.action_weights[k]).sum() == pytest.approx(1.0, abs=1e-6)
+    assert tree.edge_visits[0].sum() == sc.NOISY_SPEC["sims"]
+    assert tree.node_visits[0] == sc.NOISY_SPEC["sims"] + 1
+    n = int(tree.num_nodes)
+    assert n > 1
+    # NaN values count as 0; NaN logits as a uniform prior over the legal actions.
+    assert np.all(tree.raw_values[1:n] == 0)
+    for i in range(1, n):
+        legal = tree.children_index[i] != jaxpuct.ILLEGAL
+        if legal.any():
+            np.testing.assert_allclose(tree.children_prior[i][legal], 1 / legal.sum(),
+                                       rtol=1e-6)
+    if poison_root:
+        assert tree.raw_values[0] == 0
+        legal = ~invalid[k]
+        np.testing.assert_allclose(tree.children_prior[0][legal], 1 / legal.sum(), rtol=1e-6)
+
+
+def _full_tree_forest():
+    """Elements 0, 2, 3 play games large enough to fill 16 slots; element 1 a game of
+    one move (at most 4 nodes), whose tree never fills."""
+    big = [g for g in (random_games.random_game(s, sc.NUM_ACTIONS, sc.GAME_DEPTH,
+                                                legal_prob=0.9, terminal_prob=0.1)
+                       for s in range(40, 80))
+           if g.num_nodes >= 40][:3]
+    tiny = random_games.random_game(44, sc.NUM_ACTIONS, 1, legal_prob=0.9)
+    games = [big[0], tiny, big[1], big[2]]
+    forest, roots = random_games.stack_games(
+        [random_games.pad_game(g, sc.GAME_NODES) for g in games])
+    return forest, roots, games
+
+
+def test_full_tree():
+    forest, roots, games = _full_tree_forest()
+    keys = sc.element_keys(6, 4)
+    sims, capacity = sc.FULL_SPEC["sims"], sc.FULL_SPEC["max_nodes"]
+    invalid = sc.no_invalid(4)
+    small = sc.game_policy(forest, roots, keys, invalid, _TAUS, **sc.FULL_SPEC)
+    roomy = sc.game_policy(forest, roots, keys, invalid, _TAUS, **sc.ROOMY_SPEC)
+    s, r = small.search_tree, roomy.search_tree
+    filled = np.array([0, 2, 3])
+    np.testing.assert_array_equal(np.asarray(s.num_nodes)[filled], capacity)
+    assert int(r.num_nodes[0]) > capacity  # the roomy search did need more
+    np.testing.assert_array_equal(np.asarray(s.edge_visits[:, 0]).sum(-1), sims)
+    np.testing.assert_array_equal(np.asarray(s.node_visits[:, 0]), sims + 1)
+    # The search went on after the tree filled: visited edges without a child.
+    kids, visits = np.asarray(s.children_index), np.asarray(s.edge_visits)
+    assert np.all(((kids == jaxpuct.UNEXPANDED) & (visits > 0)).any(axis=(1, 2))[filled])
+    sc.check_tree(s, forest, roots, sims)
+
+    # Nothing stored was overwritten: both searches agree until the small tree fills,
+    # so its nodes are the first `capacity` nodes of the roomy tree, with the same
+    # states, priors, rewards and links (links to later slots are missing).
+    for name in ("embeddings", "children_prior", "raw_values", "node_rewards",
+                 "node_discounts", "node_terminal"):
+        np.testing.assert_array_equal(np.asarray(getattr(s, name))[filled],
+                                      np.asarray(getattr(r, name))[filled, :capacity], name)
+    roomy_links = np.asarray(r.children_index)[filled, :capacity]
+    np.testing.assert_array_equal(
+        kids[filled], np.where(roomy_links >= capacity, jaxpuct.UNEXPANDED, roomy_links))
+    np.testing.assert_array_equal(np.asarray(s.root_prior), np.asarray(r.root_prior))
+
+    # The element whose tree never filled is exactly the roomy search's.
+    assert int(s.num_nodes[1]) == int(r.num_nodes[1]) <= 4
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(s), jax.tree.leaves(r),
+                            strict=True):
+        x, y = np.asarray(x)[1], np.asarray(y)[1]
+        if x.shape != y.shape:  # node arrays: [capacity, ...] against [sims + 1, ...]
+            assert np.all(y[capacity:] == (jaxpuct.UNEXPANDED if "children_index" in
+                                           jax.tree_util.keystr(path) else 0))
+            y = y[:capacity]
+        np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))
+    np.testing.assert_array_equal(small.action[1], roomy.action[1])
+    np.testing.assert_array_equal(small.action_weights[1], roomy.action_weights[1])
