@@ -70,6 +70,8 @@ class StepConfig:
       sims: simulations per search, S.
       considered: Gumbel's ``max_num_considered_actions``.
       quick: a near-free network (tiny run on CPU).
+      steps: which steps, from ``jaxpuct/puct``, ``mctx/puct``, ``jaxpuct/gumbel`` and
+        ``mctx/gumbel`` (the network alone always runs).
       trace_only: trace each step (``jax.eval_shape``) instead of timing it: checks
         the code against the installed libraries at no compile cost.
       timing: :class:`benchmarks.compare_mctx.Config` of the timing.
@@ -80,6 +82,7 @@ class StepConfig:
     sims: int = 64
     considered: int = 16
     quick: bool = False
+    steps: tuple[str, ...] = (JAXPUCT_PUCT, MCTX_PUCT, JAXPUCT_GUMBEL, MCTX_GUMBEL)
     trace_only: bool = False
     timing: Config = Config(reps=5, budget=20.0, min_reps=2)
 
@@ -148,7 +151,7 @@ def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
             max_num_considered_actions=considered).action,
     }
     impls = [Impl(name, make_step(search), (params, key, state))
-             for name, search in searches.items()]
+             for name, search in searches.items() if name in cfg.steps]
 
     def network_alone(params, obs):
         obs = obs.astype(jnp.float32)
@@ -183,12 +186,13 @@ def run_game(game_name: str, cfg: StepConfig) -> list[dict[str, Any]]:
         row = dict(case, impl=name, n=timing.n, median_s=timing.median,
                    compile_s=timing.compile_s)
         if name in BASELINE:
-            base = timings[BASELINE[name]].median
-            row.update(moves_per_s=cfg.batch / timing.median, vs_mctx=base / timing.median,
+            base = timings.get(BASELINE[name])
+            row.update(moves_per_s=cfg.batch / timing.median,
+                       vs_mctx=base.median / timing.median if base else None,
                        network_share=network / timing.median)
         rows.append(row)
         print(f"    {name:<15} n={timing.n:<2} median {timing.median:8.4f} s  "
-              + (f"{row['moves_per_s']:>10,.0f} moves/s  x{row['vs_mctx']:.2f} vs mctx  "
+              + (f"{row['moves_per_s']:>10,.0f} moves/s  x{row['vs_mctx'] or 0:.2f} vs mctx  "
                  f"network {row['network_share']:.0%}  " if name in BASELINE else "")
               + f"compile {timing.compile_s:.1f} s", flush=True)
     return rows
@@ -237,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=None, help="timed calls (default 5)")
     parser.add_argument("--budget", type=float, default=20.0,
                         help="seconds of timed calls per step and game (default 20)")
+    parser.add_argument("--steps", default=",".join(BASELINE),
+                        help=f"comma-separated, from {', '.join(BASELINE)} (default: all)")
     parser.add_argument("--trace-only", action="store_true",
                         help="trace the steps instead of timing them")
     parser.add_argument("--rows-json", default=None,
@@ -250,6 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = StepConfig(
         games=games, batch=args.batch or (4 if args.quick else 1024),
         sims=args.simulations or (8 if args.quick else 64), quick=args.quick,
+        steps=tuple(s for s in args.steps.split(",") if s),
         trace_only=args.trace_only,
         timing=Config(quick=args.quick, reps=args.reps or (1 if args.quick else 5),
                       budget=args.budget, min_reps=1 if args.quick else 2))
