@@ -25,6 +25,10 @@
 #                   access (see docs/benchmarks.md)
 #   TOTAL_BUDGET_S  seconds for everything, setup included (default 480)
 #   SMOKE=1         the same as --smoke
+#
+# On this workplace's device tool: first `benchmarks/device_run.sh --fetch-wheels` here,
+# then run(command="benchmarks/device_run.sh", carry=[".whl"], timeout_s=570): the
+# parts end by 480 s, the rest is setup and slack; 6 files come back from $OUT.
 set -euo pipefail
 
 SMOKE=${SMOKE:-0}
@@ -33,7 +37,7 @@ for arg in "$@"; do
   case "$arg" in
     --smoke) SMOKE=1 ;;
     --fetch-wheels) FETCH=1 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +58,7 @@ fi
 OUT=${OUT:-./device_out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+: >"$OUT/log.txt"
 : >"$OUT/rows.jsonl"
 : >"$OUT/status.txt"
 exec > >(tee -a "$OUT/log.txt") 2>&1
@@ -176,13 +181,13 @@ else
     --cases 16384:64:82,4096:200:82,1024:800:82,4096:64:362,256:800:362 \
     --reps 3 --min-reps 2 --budget 5 --rows-json "$ROWS"
   # b: connect_four (2x32 ResNet) first, then go_9x9 (6x64); rows after each game.
-  part b 170 "$PY" -m benchmarks.selfplay_step --games connect_four,go_9x9 --batch 1024 \
+  part b 150 "$PY" -m benchmarks.selfplay_step --games connect_four,go_9x9 --batch 1024 \
     --simulations 64 --reps 3 --budget 5 --rows-json "$ROWS"
   part c 60 bash -c "set -o pipefail; '$PY' -m benchmarks.multileaf --skip-quality \
     --batches 1,8 --ks 1,4,16 --reps 5 | tee '$OUT/multileaf.txt'"
   # d: all but 5% of the GPU's memory to XLA, so the largest B is the card's.
-  part d 60 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 "$PY" -m benchmarks.max_batch \
-    --simulations 16 --num-actions 362 --start 4096 --max-batch 16777216 --budget 50 \
+  part d 90 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 "$PY" -m benchmarks.max_batch \
+    --simulations 16 --num-actions 362 --start 16384 --max-batch 16777216 --budget 75 \
     --rows-json "$ROWS"
 fi
 
