@@ -209,7 +209,8 @@ def table(rows: list[dict[str, Any]]) -> Table:
         return "-" if value is None else fmt.format(value)
 
     return Table("Self-play steps per second (moves/s = B / median step time)", HEADERS,
-                 [[r["game"], r["B"], r["S"], r["net"], r["impl"], cell(r, "n"),
+                 [[r["game"], r["B"], r["S"], r["net"], r["impl"],
+                   "traced only" if r.get("traced") else cell(r, "n"),
                    cell(r, "median_s", "{:.4g}"), cell(r, "moves_per_s", "{:,.0f}"),
                    cell(r, "vs_mctx", "{:.2f}"), cell(r, "network_share", "{:.0%}"),
                    cell(r, "compile_s", "{:.1f}")] for r in rows])
