@@ -78,6 +78,10 @@ class Config:
       min_reps: calls per implementation and case however slow.
       slow_call: a warm-up call longer than this counts as a sample.
       max_mctx_sims: mctx is skipped for cases with more simulations (0: never).
+      cases: ``(B, S, A)`` triples for the ``grid`` workload (empty: its default).
+      rows_json: a file that result rows are appended to as JSON lines (``grid``:
+        after each case, so that a run cut short keeps its finished cases; other
+        workloads: as each ends).
     """
 
     quick: bool = False
@@ -86,6 +90,8 @@ class Config:
     min_reps: int = 2
     slow_call: float = 3.0
     max_mctx_sims: int = 0
+    cases: tuple[tuple[int, int, int], ...] = ()
+    rows_json: str | None = None
 
 
 # --------------------------------------------------------------------------- timing
@@ -775,6 +781,71 @@ def stochastic_chance_nodes(cfg: Config) -> WorkloadResult:
     return result
 
 
+GRID_DEFAULT = ((1024, 64, 82), (256, 256, 82), (256, 64, 362))
+GRID_QUICK = ((4, 8, 82), (4, 8, 362))
+
+
+@workload("grid")
+def grid(cfg: Config) -> WorkloadResult:
+    """W1's deep-tree game on chosen ``(B, S, A)`` cases (``--cases``), e.g. GPU sizes."""
+    cases = cfg.cases or (GRID_QUICK if cfg.quick else GRID_DEFAULT)
+    logit_scale, value_scale = 3.0, 1.0
+    result = WorkloadResult(
+        "grid", "Deep trees on chosen batch sizes, simulations and action counts",
+        f"W1's synthetic game (logit scale {logit_scale}, value scale {value_scale}, no "
+        "network: the time is the search's own) on the cases given with `--cases "
+        "B:S:A,...`. `x vs mctx` is mctx's median time over this search's.")
+    rows = []
+    for batch, sims, num_actions in cases:
+        print(f"  case B={batch} S={sims} A={num_actions} grid", flush=True)
+        root, recurrent_fn = synthetic_game(batch, num_actions, logit_scale, value_scale)
+        timings = compare(search_impls(recurrent_fn, root, None, sims, cfg), cfg,
+                          keep_output=False)
+        case_rows = _search_rows(dict(B=batch, S=sims, A=num_actions), timings, batch, sims)
+        _print_case(case_rows)
+        rows += case_rows
+        if cfg.rows_json:
+            append_rows(cfg.rows_json, "grid", case_rows)
+        del timings, root
+    result.tables.append(Table("Simulations per second (B * S / median call time)",
+                               SEARCH_HEADERS, [_search_table_row(r) for r in rows]))
+    result.data = {"rows": rows}
+    return result
+
+
+def parse_cases(text: str) -> tuple[tuple[int, int, int], ...]:
+    """``"B:S:A,B:S:A"`` -> ``((B, S, A), ...)``; raises ``ValueError`` if malformed."""
+    cases = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        parts = item.strip().split(":")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise ValueError(f"a case is B:S:A with positive ints, got {item!r}")
+        cases.append(tuple(int(p) for p in parts))
+    return tuple(cases)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.generic,)):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def append_rows(path: str, workload_name: str, rows: list[dict[str, Any]]) -> None:
+    """Appends one JSON line per row (with ``workload``) to ``path``."""
+    import json
+    with open(path, "a") as f:
+        for row in rows:
+            f.write(json.dumps(_json_safe(dict(row, workload=workload_name))) + "\n")
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -954,8 +1025,10 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes for a smoke run; writes nothing unless --out")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS),
-                        help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
+    default = [n for n in WORKLOADS if n != "grid"]
+    parser.add_argument("--workloads", default=",".join(default),
+                        help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all "
+                        "but grid)")
     parser.add_argument("--reps", type=int, default=None,
                         help="timed calls per implementation and case (default 5; quick 2)")
     parser.add_argument("--budget", type=float, default=90.0,
@@ -967,6 +1040,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="a warm-up call longer than this counts as a sample (default 3)")
     parser.add_argument("--max-mctx-sims", type=int, default=0,
                         help="skip mctx in cases with more simulations (default 0: never)")
+    parser.add_argument("--cases", default="",
+                        help="(B, S, A) cases of the grid workload, as B:S:A,B:S:A (default "
+                        f"{','.join(':'.join(map(str, c)) for c in GRID_DEFAULT)})")
+    parser.add_argument("--rows-json", default=None,
+                        help="append every result row as a JSON line to this file, as each "
+                        "workload ends")
     parser.add_argument("--out", default=None,
                         help="output prefix: writes PREFIX.md and PREFIX.png (default "
                         "docs/benchmarks; with --quick, nothing)")
@@ -979,9 +1058,13 @@ def main(argv: list[str] | None = None) -> None:
     reps = args.reps if args.reps is not None else (2 if args.quick else 5)
     if reps < 1:
         parser.error("--reps must be >= 1")
+    try:
+        cases = parse_cases(args.cases)
+    except ValueError as err:
+        parser.error(str(err))
     cfg = Config(quick=args.quick, reps=reps, budget=args.budget, min_reps=args.min_reps,
                  slow_call=args.slow_call,
-                 max_mctx_sims=args.max_mctx_sims)
+                 max_mctx_sims=args.max_mctx_sims, cases=cases, rows_json=args.rows_json)
     out = args.out if args.out is not None else (None if args.quick else "docs/benchmarks")
 
     info = machine_info()
@@ -992,6 +1075,8 @@ def main(argv: list[str] | None = None) -> None:
     for name in names:
         print(f"\n== workload {name}", flush=True)
         results[name] = WORKLOADS[name](cfg)
+        if args.rows_json and name != "grid":  # grid appends after each case
+            append_rows(args.rows_json, name, results[name].data.get("rows", []))
         for table in results[name].tables:
             print("\n" + table.markdown(), flush=True)
     target_table = targets(results, cfg.quick)

@@ -15,6 +15,7 @@
    often the move played at temperature 0 is minimax-optimal, for K = 1, 4, 16.
 
     python -m benchmarks.multileaf [--quick] [--reps 7] [--ks 1,4,16,64] [--batches 1,8,64]
+        [--net-batches 1,4,16,64] [--skip-speed] [--skip-quality]
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def _interleaved_medians(fns: dict, args: tuple, reps: int) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def connect_four(reps: int, ks: list[int], batches: list[int], sims: int = 64) -> None:
+def connect_four(reps: int, ks: list[int], batches: list[int], sims: int = 64,
+                 net_batches: tuple[int, ...] = (1, 4, 16, 64)) -> None:
     from flax import nnx
 
     from jaxpuct.alphazero import networks
@@ -74,7 +76,7 @@ def connect_four(reps: int, ks: list[int], batches: list[int], sims: int = 64) -
     print(f"network alone (positions/s), load average {os.getloadavg()[0]:.1f}:")
     print("  batch   per call (dispatched)   in a jitted loop of 64 calls")
     calls = 64
-    for batch in (1, 4, 16, 64):
+    for batch in net_batches:
         obs = jnp.zeros((batch,) + game.observation_shape, jnp.float32)
         net = jax.jit(apply_fn)
 
@@ -137,13 +139,16 @@ def main() -> None:
     parser.add_argument("--ks", default="1,4,16,64")
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--batches", default="1,8,64")
+    parser.add_argument("--net-batches", default="1,4,16,64",
+                        help="batches of the network-alone timing")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}")
     ks = [int(k) for k in args.ks.split(",")]
     if not args.skip_speed:
-        connect_four(args.reps, ks, [int(b) for b in args.batches.split(",")])
+        connect_four(args.reps, ks, [int(b) for b in args.batches.split(",")],
+                     net_batches=tuple(int(b) for b in args.net_batches.split(",") if b))
     if not args.skip_quality:
         ttt_quality(args.quick, [64, 256] if args.quick else [256, 800], [1, 4, 16])
 

@@ -1,0 +1,272 @@
+"""One pgx self-play step, jaxpuct against mctx, in one process.
+
+A step is one jitted call: the network on the roots, the search, the move it
+chooses, and ``env.step``. Four steps per game, on the same roots (B games after
+four random moves) and the same ResNet (``jaxpuct.alphazero.networks``, random
+weights, LayerNorm):
+
+* ``jaxpuct/puct``: ``jaxpuct.alphazero_policy(selection=PUCTConfig.mctx_muzero())``,
+  mctx's rule, root noise on (the defaults);
+* ``mctx/puct``: ``mctx.muzero_policy`` with the same defaults;
+* ``jaxpuct/gumbel``: ``jaxpuct.gumbel_policy(max_num_considered_actions=16)``;
+* ``mctx/gumbel``: ``mctx.gumbel_muzero_policy`` with the same setting;
+
+and ``network alone``: the network on the B root observations, ``S + 1`` chained
+calls in one ``fori_loop``, the network's part of a step's cost. Reported:
+moves per second (``B / median``), ``x vs mctx`` (mctx's median over jaxpuct's,
+same algorithm) and the network's share (``network alone / step``). Timing is
+``benchmarks.compare_mctx.compare``: compiled ahead of time, warmed up, called
+in turn.
+
+    python -m benchmarks.selfplay_step [--quick] [--games connect_four,go_9x9]
+        [--batch 1024] [--simulations 64] [--rows-json rows.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+import jaxpuct
+from benchmarks.compare_mctx import Config, Impl, Table, compare, mctx
+
+JAXPUCT_PUCT = "jaxpuct/puct"
+MCTX_PUCT = "mctx/puct"
+JAXPUCT_GUMBEL = "jaxpuct/gumbel"
+MCTX_GUMBEL = "mctx/gumbel"
+NETWORK = "network alone"
+BASELINE = {JAXPUCT_PUCT: MCTX_PUCT, MCTX_PUCT: MCTX_PUCT,
+            JAXPUCT_GUMBEL: MCTX_GUMBEL, MCTX_GUMBEL: MCTX_GUMBEL}
+
+
+@dataclasses.dataclass(frozen=True)
+class Net:
+    """ResNet size of one game."""
+
+    num_blocks: int
+    channels: int
+    value_hidden: int
+
+
+NETS: dict[str, Net] = {"connect_four": Net(2, 32, 32), "go_9x9": Net(6, 64, 64)}
+QUICK_NET = Net(0, 4, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+    """Settings of a run.
+
+    Attributes:
+      games: pgx game ids (keys of :data:`NETS`).
+      batch: games per step, B.
+      sims: simulations per search, S.
+      considered: Gumbel's ``max_num_considered_actions``.
+      quick: a near-free network (tiny run on CPU).
+      steps: which steps, from ``jaxpuct/puct``, ``mctx/puct``, ``jaxpuct/gumbel`` and
+        ``mctx/gumbel`` (the network alone always runs).
+      trace_only: trace each step (``jax.eval_shape``) instead of timing it: checks
+        the code against the installed libraries at no compile cost.
+      timing: :class:`benchmarks.compare_mctx.Config` of the timing.
+    """
+
+    games: tuple[str, ...] = ("connect_four", "go_9x9")
+    batch: int = 1024
+    sims: int = 64
+    considered: int = 16
+    quick: bool = False
+    steps: tuple[str, ...] = (JAXPUCT_PUCT, MCTX_PUCT, JAXPUCT_GUMBEL, MCTX_GUMBEL)
+    trace_only: bool = False
+    timing: Config = Config(reps=5, budget=20.0, min_reps=2)
+
+
+def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
+    """The four self-play steps of one game and the network alone, as :class:`Impl`."""
+    from flax import nnx
+
+    from jaxpuct.alphazero import networks
+    from jaxpuct.envs import adapter
+    from jaxpuct.envs.pgx_games import make_pgx_game
+
+    game = make_pgx_game(game_name)
+    net = QUICK_NET if cfg.quick else NETS[game_name]
+    model = networks.ResNetPolicyValue(game.num_actions, game.observation_shape,
+                                       num_blocks=net.num_blocks, channels=net.channels,
+                                       value_hidden=net.value_hidden, rngs=nnx.Rngs(0))
+    graphdef, params = networks.split(model)
+    apply_fn = functools.partial(networks.apply, graphdef)
+    env = game.environment
+    root_fn = adapter.make_root_fn(apply_fn, env)
+    recurrent_fn = adapter.make_recurrent_fn(apply_fn, env)
+
+    def mctx_recurrent_fn(params, rng_key, action, state):
+        out, state = recurrent_fn(params, rng_key, action, state)
+        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
+                                      prior_logits=out.prior_logits, value=out.value), state
+
+    @jax.jit
+    def start(key):
+        keys = jax.random.split(key, 5)
+        state = game.init(keys[0], cfg.batch)
+        for k in keys[1:]:  # four random legal moves, so the roots differ
+            logits = jnp.where(state.legal_action_mask, 0.0, -jnp.inf)
+            state = env.step(state, jax.random.categorical(k, logits).astype(jnp.int32))
+        return state
+
+    state = start(jax.random.PRNGKey(1)) if not cfg.trace_only else jax.eval_shape(
+        start, jax.random.PRNGKey(1))
+    key = jax.random.PRNGKey(0)
+    sims, considered = cfg.sims, cfg.considered
+
+    def make_step(search: Callable[[Any, jax.Array, Any], jax.Array]):
+        def step(params, rng_key, state):
+            root = root_fn(params, rng_key, state)
+            action = search(params, rng_key, root)
+            return env.step(state, action)
+        return step
+
+    def mroot(root):
+        return mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
+                                 embedding=root.embedding)
+
+    searches = {
+        JAXPUCT_PUCT: lambda p, k, root: jaxpuct.alphazero_policy(
+            p, k, root, recurrent_fn, sims,
+            selection=jaxpuct.PUCTConfig.mctx_muzero()).action,
+        MCTX_PUCT: lambda p, k, root: mctx.muzero_policy(
+            p, k, mroot(root), mctx_recurrent_fn, sims,
+            invalid_actions=~root.legal_action_mask).action,
+        JAXPUCT_GUMBEL: lambda p, k, root: jaxpuct.gumbel_policy(
+            p, k, root, recurrent_fn, sims, max_num_considered_actions=considered).action,
+        MCTX_GUMBEL: lambda p, k, root: mctx.gumbel_muzero_policy(
+            p, k, mroot(root), mctx_recurrent_fn, sims,
+            invalid_actions=~root.legal_action_mask,
+            max_num_considered_actions=considered).action,
+    }
+    impls = [Impl(name, make_step(search), (params, key, state))
+             for name, search in searches.items() if name in cfg.steps]
+
+    def network_alone(params, obs):
+        obs = obs.astype(jnp.float32)
+
+        def body(i, carry):  # chained through ``carry``: nothing can be hoisted
+            logits, value = apply_fn(params, obs + 1e-30 * carry)
+            return carry + jnp.mean(value) + jnp.mean(logits)
+
+        return jax.lax.fori_loop(0, sims + 1, body, jnp.float32(0.0))
+
+    impls.append(Impl(NETWORK, network_alone, (params, state.observation)))
+    return impls
+
+
+def run_game(game_name: str, cfg: StepConfig) -> list[dict[str, Any]]:
+    """Rows (dicts) of one game: one per step implementation and the network alone."""
+    net = QUICK_NET if cfg.quick else NETS[game_name]
+    case = dict(game=game_name, B=cfg.batch, S=cfg.sims,
+                net=f"{net.num_blocks}x{net.channels}")
+    print(f"  case {game_name} B={cfg.batch} S={cfg.sims} net {case['net']}", flush=True)
+    impls = step_impls(game_name, cfg)
+    if cfg.trace_only:
+        rows = []
+        for impl in impls:
+            jax.eval_shape(impl.fn, *impl.args)
+            rows.append(dict(case, impl=impl.name, traced=True))
+        return rows
+    timings = compare(impls, cfg.timing, keep_output=False)
+    network = timings[NETWORK].median
+    rows = []
+    for name, timing in timings.items():
+        row = dict(case, impl=name, n=timing.n, median_s=timing.median,
+                   compile_s=timing.compile_s)
+        if name in BASELINE:
+            base = timings.get(BASELINE[name])
+            row.update(moves_per_s=cfg.batch / timing.median,
+                       vs_mctx=base.median / timing.median if base else None,
+                       network_share=network / timing.median)
+        rows.append(row)
+        print(f"    {name:<15} n={timing.n:<2} median {timing.median:8.4f} s  "
+              + (f"{row['moves_per_s']:>10,.0f} moves/s  x{row['vs_mctx'] or 0:.2f} vs mctx  "
+                 f"network {row['network_share']:.0%}  " if name in BASELINE else "")
+              + f"compile {timing.compile_s:.1f} s", flush=True)
+    return rows
+
+
+HEADERS = ["game", "B", "S", "net", "step", "n", "median s", "moves/s", "x vs mctx",
+           "network share", "compile s"]
+
+
+def table(rows: list[dict[str, Any]]) -> Table:
+    """The Markdown table of :func:`run_game` rows."""
+    def cell(row, key, fmt="{}"):
+        value = row.get(key)
+        return "-" if value is None else fmt.format(value)
+
+    return Table("Self-play steps per second (moves/s = B / median step time)", HEADERS,
+                 [[r["game"], r["B"], r["S"], r["net"], r["impl"],
+                   "traced only" if r.get("traced") else cell(r, "n"),
+                   cell(r, "median_s", "{:.4g}"), cell(r, "moves_per_s", "{:,.0f}"),
+                   cell(r, "vs_mctx", "{:.2f}"), cell(r, "network_share", "{:.0%}"),
+                   cell(r, "compile_s", "{:.1f}")] for r in rows])
+
+
+def run(cfg: StepConfig, rows_json: str | None = None) -> list[dict[str, Any]]:
+    """Runs every game of ``cfg``; appends each game's rows to ``rows_json`` as it ends."""
+    rows = []
+    for game_name in cfg.games:
+        game_rows = run_game(game_name, cfg)
+        rows += game_rows
+        if rows_json:
+            with open(rows_json, "a") as f:
+                for row in game_rows:
+                    f.write(json.dumps(dict(row, workload="selfplay")) + "\n")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and a near-free network, for a CPU smoke run")
+    parser.add_argument("--games", default=None,
+                        help=f"comma-separated, from {', '.join(NETS)} (default: all; "
+                        "quick: connect_four)")
+    parser.add_argument("--batch", type=int, default=None, help="B (default 1024; quick 4)")
+    parser.add_argument("--simulations", type=int, default=None,
+                        help="S (default 64; quick 8)")
+    parser.add_argument("--reps", type=int, default=None, help="timed calls (default 5)")
+    parser.add_argument("--budget", type=float, default=20.0,
+                        help="seconds of timed calls per step and game (default 20)")
+    parser.add_argument("--steps", default=",".join(BASELINE),
+                        help=f"comma-separated, from {', '.join(BASELINE)} (default: all)")
+    parser.add_argument("--trace-only", action="store_true",
+                        help="trace the steps instead of timing them")
+    parser.add_argument("--rows-json", default=None,
+                        help="append every row as a JSON line to this file")
+    args = parser.parse_args(argv)
+    games = tuple(g for g in (args.games or ("connect_four" if args.quick else ",".join(NETS)))
+                  .split(",") if g)
+    unknown = [g for g in games if g not in NETS]
+    if unknown:
+        parser.error(f"unknown games {unknown}; known: {', '.join(NETS)}")
+    cfg = StepConfig(
+        games=games, batch=args.batch or (4 if args.quick else 1024),
+        sims=args.simulations or (8 if args.quick else 64), quick=args.quick,
+        steps=tuple(s for s in args.steps.split(",") if s),
+        trace_only=args.trace_only,
+        timing=Config(quick=args.quick, reps=args.reps or (1 if args.quick else 5),
+                      budget=args.budget, min_reps=1 if args.quick else 2))
+    print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}; {cfg}", flush=True)
+    start = time.perf_counter()
+    rows = run(cfg, args.rows_json)
+    print("\n" + table(rows).markdown(), flush=True)
+    print(f"total {time.perf_counter() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""benchmarks/device_run.sh cannot rot unseen: its shell parses, and its Python parts
+run in-process at tiny sizes (one small compile, the rest traced or built from real
+result rows) into a report with every section.
+
+The script's own smoke mode (``benchmarks/device_run.sh --smoke``) runs every part on
+CPU for real; it costs minutes of CPU, so the suite runs this cheaper check instead.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mctx")
+pytest.importorskip("pgx")
+
+from benchmarks import compare_mctx, device_report, max_batch, selfplay_step  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "device_run.sh"
+INFO = {"device": "TEST DEVICE", "cpu": "test cpu", "versions": "jax test",
+        "python": "3.x", "date": "2026-01-01 00:00 UTC"}
+
+
+def test_script_parses_and_has_every_part():
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+    text = SCRIPT.read_text()
+    assert "set -euo pipefail" in text
+    for module in ("compare_mctx", "selfplay_step", "multileaf", "max_batch",
+                   "device_report"):
+        assert f"benchmarks.{module}" in text, module
+    for key in "abcd":  # each part under its own timeout, in both modes
+        assert text.count(f"part {key} ") == 2, key
+    help_text = subprocess.run(["bash", str(SCRIPT), "--help"], check=True,
+                               capture_output=True, text=True).stdout
+    assert "--smoke" in help_text
+
+
+def test_cases_and_out_of_memory():
+    assert compare_mctx.parse_cases("16384:64:82, 256:800:362") == (
+        (16384, 64, 82), (256, 800, 362))
+    with pytest.raises(ValueError):
+        compare_mctx.parse_cases("16384:64")
+    assert max_batch.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory"))
+    assert not max_batch.is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_parts_write_a_report_with_every_section(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    # a: real result rows of the grid's code path, from given timings (no compile).
+    timings = {name: compare_mctx.Timing(compile_s=1.0, times=[t]) for name, t in
+               ((compare_mctx.JAXPUCT_MCTX_RULE, 0.01), (compare_mctx.MCTX, 0.05))}
+    compare_mctx.append_rows(str(rows), "grid", compare_mctx._search_rows(
+        dict(B=4, S=8, A=82), timings, 4, 8))
+    # b: the self-play steps traced against the installed jax, pgx and mctx.
+    cfg = selfplay_step.StepConfig(games=("connect_four",), batch=2, sims=2, quick=True,
+                                   trace_only=True,
+                                   steps=(selfplay_step.JAXPUCT_GUMBEL,
+                                          selfplay_step.MCTX_PUCT))
+    traced = selfplay_step.run(cfg, str(rows))
+    assert [r["impl"] for r in traced] == [selfplay_step.MCTX_PUCT,
+                                           selfplay_step.JAXPUCT_GUMBEL, selfplay_step.NETWORK]
+    # c: the multileaf printout, as the script tees it.
+    (tmp_path / "multileaf.txt").write_text("connect_four search, S = 64\n   1    1  64\n")
+    # d: one real compile and call, the doubling stopped by max_batch.
+    found = max_batch.search(max_batch.MaxBatchConfig(
+        sims=2, num_actions=4, start=2, max_batch=2,
+        searches=(compare_mctx.JAXPUCT_MCTX_RULE,)), str(rows))
+    assert [(r["B"], r["status"]) for r in found] == [(2, "ok")]
+    (tmp_path / "status.txt").write_text("a ok 3\nb timeout 170\nc ok 2\nd ok 5\n")
+
+    for line in rows.read_text().splitlines():
+        json.loads(line)
+    text = Path(device_report.write(str(tmp_path), info=INFO)).read_text()
+    assert "TEST DEVICE" in text and "2026-01-01" in text
+    for heading in device_report.HEADINGS:
+        assert heading in text, heading
+    sections = text.split("\n## ")[1:]
+    assert len(sections) == len(device_report.PARTS)
+    for section in sections:
+        assert "No results" not in section, section
+    assert "| 4 | 8 | 82 | mctx |" in sections[0]
+    assert "connect_four" in sections[1] and "timeout (170 s)" in sections[1]
+    assert "S = 64" in sections[2]
+    assert "| jaxpuct/mctx-rule | 2 | 4 | 2 |" in sections[3]
+
+
+def test_report_without_results_says_so(tmp_path):
+    text = device_report.build(str(tmp_path), info=INFO)
+    for heading in device_report.HEADINGS:
+        assert heading in text
+    assert text.count("No results") == len(device_report.PARTS)
