@@ -13,10 +13,11 @@ import os
 import sys
 from pathlib import Path
 
-# Measured on the suite's searches (B = 2, S = 8; compile seconds of four policies on
-# one core): XLA's defaults 44-50, low backend optimisation 37, and without the
-# CPU fusion emitters, whose codegen is the costly part at these sizes, 17; one
-# codegen split (no thread-pool hand-off per module) 13.
+# Measured on the suite's searches (XLA compile seconds of four B = 2, S = 8 policies,
+# one idle core, two runs each): XLA's defaults 22-24, low backend optimisation
+# 16-18, and without the CPU fusion emitters, whose code generation is the costly
+# part at these sizes, 6-8; one code-generation split (no thread-pool hand-off per
+# module) 5.7-6.0. The legacy (non-thunk) CPU runtime gains nothing more.
 FAST_XLA_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
                   "--xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1")
 

@@ -240,3 +240,26 @@ def check_tree(tree: jaxpuct.Tree, forest: random_games.RandomGame, roots: np.nd
         q = t.node_values[b, :n]
         assert np.all(q >= lo_bound[game_node[:n]] - 1e-5), "Q below every possible return"
         assert np.all(q <= hi_bound[game_node[:n]] + 1e-5), "Q above every possible return"
+
+
+# ------------------------------------------------------------------ a one-step bandit
+# The bad-input and bad-value tests' smallest search: B = 2 roots, A = 3 actions.
+BANDIT_B, BANDIT_A = 2, 3
+
+
+def bandit_recurrent_fn(params, rng_key, action, embedding):
+    """Single-agent, one step deep: action 0 pays 1, the others 0; then terminal."""
+    del params, rng_key
+    batch = action.shape[0]
+    out = jaxpuct.RecurrentFnOutput(
+        reward=jnp.where(action == 0, 1.0, 0.0), discount=jnp.ones(batch),
+        prior_logits=jnp.zeros((batch, BANDIT_A)), value=jnp.zeros(batch),
+        terminal=jnp.ones(batch, bool))
+    return out, embedding + 1
+
+
+def bandit_root(logits=None, batch=BANDIT_B, dtype=jnp.int32):
+    """``[batch]`` roots with ``logits [batch, 3]`` (zeros by default)."""
+    logits = jnp.zeros((batch, BANDIT_A)) if logits is None else jnp.asarray(logits, jnp.float32)
+    return jaxpuct.RootFnOutput(prior_logits=logits, value=jnp.zeros(batch),
+                                embedding=jnp.zeros(batch, dtype))

@@ -14,12 +14,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import search_cases as sc
 
 import jaxpuct
 import jaxpuct.testing
 from jaxpuct import PUCTConfig
 
 B, A = 2, 3
+_bandit_recurrent_fn, _bandit_root = sc.bandit_recurrent_fn, sc.bandit_root
 
 # ------------------------------------------------------------------ helpers
 # Two families of calls: a two-player game with well-shaped outputs whose fields a
@@ -57,23 +59,6 @@ def _policy(root=None, recurrent=None, num_simulations=4, **kwargs):
 
 def _search(**kwargs):
     return jaxpuct.search(None, jax.random.PRNGKey(0), _root(), _recurrent(), 4, **kwargs)
-
-
-def _bandit_recurrent_fn(params, rng_key, action, embedding):
-    """Single-agent, one step deep: action 0 pays 1, the others 0; then terminal."""
-    del params, rng_key
-    batch = action.shape[0]
-    out = jaxpuct.RecurrentFnOutput(
-        reward=jnp.where(action == 0, 1.0, 0.0), discount=jnp.ones(batch),
-        prior_logits=jnp.zeros((batch, A)), value=jnp.zeros(batch),
-        terminal=jnp.ones(batch, bool))
-    return out, embedding + 1
-
-
-def _bandit_root(logits=None, batch=B, dtype=jnp.int32):
-    logits = jnp.zeros((batch, A)) if logits is None else jnp.asarray(logits, jnp.float32)
-    return jaxpuct.RootFnOutput(prior_logits=logits, value=jnp.zeros(batch),
-                                embedding=jnp.zeros(batch, dtype))
 
 
 def _bandit_policy(**kwargs):

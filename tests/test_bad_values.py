@@ -29,24 +29,8 @@ import jaxpuct.numerics
 from jaxpuct.testing import random_games, tictactoe
 
 B, A = 2, 3
+_bandit_recurrent_fn, _root = sc.bandit_recurrent_fn, sc.bandit_root
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _bandit_recurrent_fn(params, rng_key, action, embedding):
-    """Single-agent, one step deep: action 0 pays 1, the others 0; then terminal."""
-    del params, rng_key
-    batch = action.shape[0]
-    out = jaxpuct.RecurrentFnOutput(
-        reward=jnp.where(action == 0, 1.0, 0.0), discount=jnp.ones(batch),
-        prior_logits=jnp.zeros((batch, A)), value=jnp.zeros(batch),
-        terminal=jnp.ones(batch, bool))
-    return out, embedding + 1
-
-
-def _root(logits=None, batch=B, dtype=jnp.int32):
-    logits = jnp.zeros((batch, A)) if logits is None else jnp.asarray(logits, jnp.float32)
-    return jaxpuct.RootFnOutput(prior_logits=logits, value=jnp.zeros(batch),
-                                embedding=jnp.zeros(batch, dtype))
 
 
 @jax.jit
