@@ -24,7 +24,7 @@ import jaxpuct
 from jaxpuct.testing import check_tree, random_games, stochastic_games
 
 B, S = 2, 8
-POLICIES = ("alphazero", "gumbel", "stochastic", "stochastic_gumbel")
+POLICIES = ("alphazero", "gumbel", "stochastic", "stochastic_gumbel", "sampled")
 FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet", "early_stop")
 MODES = ("tree", "graph")
 
@@ -34,6 +34,11 @@ REFUSED = {
     # A Gumbel move is not the most visited action, which is all early stopping keeps.
     **{(p, "early_stop", m): ["early_stop", "sequential halving"]
        for p in ("gumbel", "stochastic_gumbel") for m in MODES},
+    # Sampled actions: a node's K actions are drawn from its own key and path, so one
+    # state reached by two paths has two action sets (no graph); a proof over K of A
+    # actions proves nothing (no solver).
+    **{("sampled", f, "graph"): ["graph=", "sampled actions"] for f in FEATURES},
+    ("sampled", "solver", "tree"): ["solver=", "sampled actions"],
 }
 # Gumbel's root noise is its Gumbel draw: it takes no Dirichlet noise by design; the
 # Gumbel root over chance nodes takes no leaves_per_step= keyword (sequential halving
@@ -59,7 +64,7 @@ def _keywords(policy: str, feature: str, mode: str) -> dict:
         kw["final_move"] = "lcb"
     if feature == "early_stop":
         kw["early_stop"] = True
-    if policy in ("alphazero", "stochastic"):
+    if policy in ("alphazero", "stochastic", "sampled"):
         kw["dirichlet_fraction"] = 0.25 if feature == "dirichlet" else 0.0
     if feature == "reuse":
         kw["max_nodes"] = 2 * S + 1
@@ -74,6 +79,9 @@ def _call(policy: str, key, kw: dict, tree=None):
                   S, tree=tree, **kw)
     root = None if tree is not None else random_games.root(_FOREST, jnp.asarray(_ROOTS),
                                                           with_hash=True)
+    if policy == "sampled":
+        return jaxpuct.sampled_policy(_FOREST, key, root, _GAME_RF, S, tree=tree,
+                                      num_samples=2, **kw)
     fn = jaxpuct.alphazero_policy if policy == "alphazero" else jaxpuct.gumbel_policy
     return fn(_FOREST, key, root, _GAME_RF, S, tree=tree, **kw)
 
@@ -89,6 +97,8 @@ def _run(key, *, policy, feature, mode):
         # an outcome (here 0) down to a decision node.
         outcome = jnp.zeros_like(out.action)
         tree, _ = jaxpuct.subtree_path(out.search_tree, jnp.stack([out.action, outcome], 1))
+    elif policy == "sampled":
+        tree, _ = jaxpuct.subtree(out.search_tree, out.action_slot)  # slots, not ids
     else:
         tree, _ = jaxpuct.subtree(out.search_tree, out.action)
     kw.pop("max_nodes")
@@ -112,12 +122,14 @@ def test_policy_with_feature(policy, feature, mode):
     first, out = _run(key, policy=policy, feature=feature, mode=mode)
     tree = out.search_tree
     continued = feature == "reuse"
-    assert tree.kind == ("stochastic" if policy in STOCHASTIC else mode)
+    assert tree.kind == ("stochastic" if policy in STOCHASTIC
+                         else "sampled" if policy == "sampled" else mode)
     check_tree(tree, None if continued or feature in ("leaves", "solver", "early_stop")
                else S)
     num_actions = out.action_weights.shape[1]
     legal = np.asarray(tree.children_index[:, 0, :num_actions]) != jaxpuct.ILLEGAL
-    action = np.asarray(out.action)
+    # A sampled search's weights and legal edges are over its K root slots.
+    action = np.asarray(out.action_slot if policy == "sampled" else out.action)
     weights = np.asarray(out.action_weights)
     for b in range(B):
         if legal[b].any():
