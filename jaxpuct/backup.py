@@ -19,6 +19,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct.indexing import row_add, row_set, row_take
 from jaxpuct.tree import UNEXPANDED, NodeData, Tree, write_nodes
 from jaxpuct.walk import Walk
 
@@ -45,7 +46,6 @@ def store_leaves(tree: Tree, walks: Walk, leaves: NodeData) -> tuple[Tree, chex.
     ended on an existing node (terminal, proven, or at ``max_depth``) backs up
     that node's stored value and counts one more visit to it.
     """
-    rows = jnp.arange(tree.batch_size)
     parents, actions = walks.leaf_edge()
     expand = walks.expand
     taken = jnp.cumsum(expand.astype(jnp.int32), axis=0) - expand.astype(jnp.int32)
@@ -56,14 +56,15 @@ def store_leaves(tree: Tree, walks: Walk, leaves: NodeData) -> tuple[Tree, chex.
     edge_parent = jnp.where(expand, parents, tree.max_nodes)
     tree = tree.replace(
         num_nodes=tree.num_nodes + jnp.sum(store, axis=0, dtype=jnp.int32),
-        children_index=tree.children_index.at[rows, edge_parent, actions].set(
-            jnp.where(store, slot, UNEXPANDED), mode="drop"))
+        children_index=row_set(tree.children_index, (edge_parent, actions),
+                               jnp.where(store, slot, UNEXPANDED), tree_axis=1))
     leaf_node = walks.leaf_node()
     stopped = (walks.num_edges > 0) & ~expand
-    stopped_return = (tree.node_rewards[rows, leaf_node]
-                      + tree.node_discounts[rows, leaf_node] * tree.node_values[rows, leaf_node])
-    tree = tree.replace(node_visits=tree.node_visits.at[
-        rows, jnp.where(stopped, leaf_node, tree.max_nodes)].add(1, mode="drop"))
+    stopped_return = (row_take(tree.node_rewards, leaf_node, tree_axis=1)
+                      + row_take(tree.node_discounts, leaf_node, tree_axis=1)
+                      * row_take(tree.node_values, leaf_node, tree_axis=1))
+    tree = tree.replace(node_visits=row_add(
+        tree.node_visits, jnp.where(stopped, leaf_node, tree.max_nodes), 1, tree_axis=1))
     leaf_return = jnp.where(expand, leaves.reward + leaves.discount * leaves.value,
                             stopped_return)
     return tree, leaf_return
@@ -91,28 +92,28 @@ def backup_path(tree: Tree, walk: Walk, leaf_return: chex.Array) -> Tree:
     """One walk per tree (``[B]`` path records, ``leaf_return [B]``). Paths never
     repeat a node, so each step's scatters are duplicate-free. The loop runs
     ``max(num_edges)`` times; its work per step is O(B)."""
-    rows = jnp.arange(tree.batch_size)
 
     def body(state: _BackupState) -> _BackupState:
         depth, ret = state.depth, state.leaf_return
         on_path = depth < walk.num_edges
         node = walk.path_nodes[:, depth]
         action = walk.path_actions[:, depth]
-        count_int = state.node_visits[rows, node]
+        count_int = row_take(state.node_visits, node)
         count = count_int.astype(jnp.float32)
-        value = state.node_values[rows, node]
+        value = row_take(state.node_values, node)
         new_value = (value * count + ret) / (count + 1.0)
         # A set of the gathered count (not a scatter-add) lets XLA update the
         # carried array in place instead of copying it on every step.
-        visits = state.node_visits.at[rows, node].set(count_int + on_path.astype(jnp.int32))
-        values = state.node_values.at[rows, node].set(jnp.where(on_path, new_value, value))
-        edge_visits = state.edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
+        visits = row_set(state.node_visits, node, count_int + on_path.astype(jnp.int32))
+        values = row_set(state.node_values, node, jnp.where(on_path, new_value, value))
+        edge_visits = row_add(state.edge_visits, (node, action), on_path.astype(jnp.int32))
         sq_values = state.node_sq_values
         if sq_values is not None:
-            sq = sq_values[rows, node]
+            sq = row_take(sq_values, node)
             new_sq = (sq * count + ret * ret) / (count + 1.0)
-            sq_values = sq_values.at[rows, node].set(jnp.where(on_path, new_sq, sq))
-        parent_ret = tree.node_rewards[rows, node] + tree.node_discounts[rows, node] * ret
+            sq_values = row_set(sq_values, node, jnp.where(on_path, new_sq, sq))
+        parent_ret = (row_take(tree.node_rewards, node)
+                      + row_take(tree.node_discounts, node) * ret)
         return _BackupState(depth - 1, jnp.where(on_path, parent_ret, ret), visits, values,
                             edge_visits, sq_values)
 
@@ -131,14 +132,12 @@ def backup_paths(tree: Tree, walks: Walk, leaf_return: chex.Array) -> Tree:
     one-walk backups (to rounding). The sums are scatter-adds, so duplicates are
     fine; O(K * B) per depth step.
     """
-    rows = jnp.arange(tree.batch_size)
-
     def fold(array, node, scaled, added, count_after):
         # (q * n_old + sum of added) / n_new at every node on a path at this depth.
-        array = array.at[rows, node].set(scaled, mode="drop")
-        array = array.at[rows, node].add(added, mode="drop")
-        total = array[rows, jnp.minimum(node, tree.max_nodes - 1)]
-        return array.at[rows, node].set(total / count_after, mode="drop")
+        array = row_set(array, node, scaled, tree_axis=1)
+        array = row_add(array, node, added, tree_axis=1)
+        total = row_take(array, jnp.minimum(node, tree.max_nodes - 1), tree_axis=1)
+        return row_set(array, node, total / count_after, tree_axis=1)
 
     def body(state: _BackupState) -> _BackupState:
         depth, ret = state.depth, state.leaf_return
@@ -146,22 +145,22 @@ def backup_paths(tree: Tree, walks: Walk, leaf_return: chex.Array) -> Tree:
         safe = walks.path_nodes[:, :, depth]
         node = jnp.where(on_path, safe, tree.max_nodes)
         action = walks.path_actions[:, :, depth]
-        count_int = state.node_visits[rows, safe]
+        count_int = row_take(state.node_visits, safe, tree_axis=1)
         count = count_int.astype(jnp.float32)
         # Counts are >= 0, so this adds exactly 1; reading ``count_int`` in the
         # update orders the read before the in-place scatter-add (else XLA copies
         # the [B, N] counts to read them after it).
-        visits = state.node_visits.at[rows, node].add(1 + jnp.minimum(count_int, 0),
-                                                      mode="drop")
-        count_after = visits[rows, safe].astype(jnp.float32)
-        values = fold(state.node_values, node, state.node_values[rows, safe] * count, ret,
-                      count_after)
-        edge_visits = state.edge_visits.at[rows, node, action].add(1, mode="drop")
+        visits = row_add(state.node_visits, node, 1 + jnp.minimum(count_int, 0), tree_axis=1)
+        count_after = row_take(visits, safe, tree_axis=1).astype(jnp.float32)
+        values = fold(state.node_values, node,
+                      row_take(state.node_values, safe, tree_axis=1) * count, ret, count_after)
+        edge_visits = row_add(state.edge_visits, (node, action), 1, tree_axis=1)
         sq_values = state.node_sq_values
         if sq_values is not None:
-            sq_values = fold(sq_values, node, sq_values[rows, safe] * count, ret * ret,
-                             count_after)
-        parent_ret = tree.node_rewards[rows, safe] + tree.node_discounts[rows, safe] * ret
+            sq_values = fold(sq_values, node, row_take(sq_values, safe, tree_axis=1) * count,
+                             ret * ret, count_after)
+        parent_ret = (row_take(tree.node_rewards, safe, tree_axis=1)
+                      + row_take(tree.node_discounts, safe, tree_axis=1) * ret)
         return _BackupState(depth - 1, jnp.where(on_path, parent_ret, ret), visits, values,
                             edge_visits, sq_values)
 

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 
 from jaxpuct import graph as graph_lib
 from jaxpuct import validation
+from jaxpuct.indexing import row_take
 from jaxpuct.numerics import finite_or_zero, prior_and_legal
 from jaxpuct.tree import NodeData, Tree
 from jaxpuct.types import RecurrentFn
@@ -108,10 +109,9 @@ def evaluate_walks(params: Any, rng_key: chex.PRNGKey, tree: Tree, walks: Walk,
     ``[B * K]`` rows, row ``b * K + k``) and returns the new nodes ``[K, B, ...]``
     (the layout of the path records) and the expander's counts."""
     batch_size, num_walks = tree.batch_size, walks.num_walks
-    rows = jnp.arange(batch_size)
     parents, actions = walks.leaf_edge()
     embedding = jax.tree.map(
-        lambda x: x[rows[:, None], parents.T].reshape((-1,) + x.shape[2:]), tree.embeddings)
+        lambda x: row_take(x, parents.T).reshape((-1,) + x.shape[2:]), tree.embeddings)
     flat, counts = expander(params, rng_key, embedding, actions.T.reshape(-1),
                             walks.expand.T.reshape(-1))
     leaves = jax.tree.map(

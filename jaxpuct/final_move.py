@@ -24,6 +24,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct.indexing import row_take
 from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.selection import PUCTConfig, exploration_weight
 from jaxpuct.tree import Tree
@@ -40,14 +41,13 @@ def root_edge_moments(tree: Tree) -> tuple[chex.Array, chex.Array]:
     children = tree.children_index[:, Tree.ROOT_INDEX]
     has_child = children >= 0
     safe = jnp.maximum(children, 0)
-    rows = jnp.arange(tree.batch_size)[:, None]
     if tree.edge_rewards is not None:
         reward = tree.edge_rewards[:, Tree.ROOT_INDEX]
         discount = tree.edge_discounts[:, Tree.ROOT_INDEX]
     else:
-        reward, discount = tree.node_rewards[rows, safe], tree.node_discounts[rows, safe]
-    child_q = tree.node_values[rows, safe]
-    child_sq = tree.node_sq_values[rows, safe]
+        reward, discount = row_take(tree.node_rewards, safe), row_take(tree.node_discounts, safe)
+    child_q = row_take(tree.node_values, safe)
+    child_sq = row_take(tree.node_sq_values, safe)
     q = reward + discount * child_q
     sq = reward * reward + 2.0 * reward * discount * child_q + discount * discount * child_sq
     return jnp.where(has_child, q, 0.0), jnp.where(has_child, sq, 0.0)

@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
+from jaxpuct.indexing import row_add, row_set, row_take
 from jaxpuct.numerics import gather_rows
 from jaxpuct.tree import UNEXPANDED, NodeData, Tree, edge_qvalues, link_children, store_nodes
 
@@ -128,27 +129,25 @@ def _probe_slots(table_size: int, max_probes: int, hashes: chex.Array) -> chex.A
 
 def lookup(tree: Tree, max_probes: int, hashes: chex.Array) -> chex.Array:
     """``[B]`` node index holding ``hashes [B, 2]`` in each tree, or -1."""
-    rows = jnp.arange(tree.batch_size)[:, None]
     slots = _probe_slots(tree.hash_table.shape[1], max_probes, hashes)
-    nodes = tree.hash_table[rows, slots]
-    stored = tree.node_hash[rows, jnp.maximum(nodes, 0)]
+    nodes = row_take(tree.hash_table, slots)
+    stored = row_take(tree.node_hash, jnp.maximum(nodes, 0))
     match = (nodes >= 0) & jnp.all(stored == hashes[:, None, :], axis=-1)
     first = jnp.argmax(match, axis=-1)
-    return jnp.where(jnp.any(match, axis=-1), nodes[rows[:, 0], first], -1)
+    return jnp.where(jnp.any(match, axis=-1), row_take(nodes, first), -1)
 
 
 def insert(tree: Tree, max_probes: int, hashes: chex.Array, nodes: chex.Array,
            do_insert: chex.Array) -> Tree:
     """Writes ``nodes [B]`` under ``hashes [B, 2]`` where ``do_insert [B]``, in the
     first empty slot of the probe window (skipped if the window is full)."""
-    rows = jnp.arange(tree.batch_size)
     table_size = tree.hash_table.shape[1]
     slots = _probe_slots(table_size, max_probes, hashes)
-    empty = tree.hash_table[rows[:, None], slots] == EMPTY_SLOT
-    first = slots[rows, jnp.argmax(empty, axis=-1)]
+    empty = row_take(tree.hash_table, slots) == EMPTY_SLOT
+    first = row_take(slots, jnp.argmax(empty, axis=-1))
     ok = do_insert & jnp.any(empty, axis=-1)
     target = jnp.where(ok, first, table_size)
-    return tree.replace(hash_table=tree.hash_table.at[rows, target].set(nodes, mode="drop"))
+    return tree.replace(hash_table=row_set(tree.hash_table, target, nodes))
 
 
 def empty_table(batch_size: int, table_size: int) -> chex.Array:
@@ -192,13 +191,10 @@ def add_leaves(tree: Tree, config: GraphConfig, parent: chex.Array, action: chex
     tree = insert(tree, config.max_probes, leaf.state_hash, slot, store)
     tree = link_children(tree, parent, action, known, transposition)
     if tree.edge_rewards is not None:
-        rows = jnp.arange(tree.batch_size)
         edge_parent = jnp.where(evaluated, parent, tree.max_nodes)
         tree = tree.replace(
-            edge_rewards=tree.edge_rewards.at[rows, edge_parent, action].set(
-                leaf.reward, mode="drop"),
-            edge_discounts=tree.edge_discounts.at[rows, edge_parent, action].set(
-                leaf.discount, mode="drop"))
+            edge_rewards=row_set(tree.edge_rewards, (edge_parent, action), leaf.reward),
+            edge_discounts=row_set(tree.edge_discounts, (edge_parent, action), leaf.discount))
     return tree
 
 
@@ -235,31 +231,30 @@ def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
     is recomputed the same way: ``E[(r + d X)**2] = r**2 + 2 r d Q(child) +
     d**2 E[X**2](child)`` per edge, ``U**2`` for the node's own evaluation.
     """
-    rows = jnp.arange(tree.batch_size)
     children = gather_rows(tree.children_index, node)
     counts = gather_rows(edge_visits, node)
     view = tree.replace(node_values=values)
     q = edge_qvalues(view, node, children)
     weighted = jnp.where(children >= 0, counts, 0).astype(jnp.float32)
-    raw = tree.raw_values[rows, node]
-    terminal = tree.node_terminal[rows, node]
+    raw = row_take(tree.raw_values, node)
+    terminal = row_take(tree.node_terminal, node)
     new_visits = jnp.where(terminal, 1, 1 + jnp.sum(counts, axis=-1, dtype=jnp.int32))
     weight = 1.0 + jnp.sum(weighted, axis=-1)
     new_value = (raw + jnp.sum(weighted * q, axis=-1)) / weight
     new_value = jnp.where(terminal, raw, new_value)
-    visits = visits.at[rows, node].set(jnp.where(on_path, new_visits, visits[rows, node]))
-    values = values.at[rows, node].set(jnp.where(on_path, new_value, values[rows, node]))
+    visits = row_set(visits, node, jnp.where(on_path, new_visits, row_take(visits, node)))
+    values = row_set(values, node, jnp.where(on_path, new_value, row_take(values, node)))
     if sq_values is not None:
         safe = jnp.maximum(children, 0)
         reward, discount = edge_reward_discount(tree, node, safe)
-        child_q = values[rows[:, None], safe]
-        child_sq = sq_values[rows[:, None], safe]
+        child_q = row_take(values, safe)
+        child_sq = row_take(sq_values, safe)
         edge_sq = reward * reward + 2.0 * reward * discount * child_q + discount ** 2 * child_sq
         edge_sq = jnp.where(children >= 0, edge_sq, 0.0)
         new_sq = (raw * raw + jnp.sum(weighted * edge_sq, axis=-1)) / weight
         new_sq = jnp.where(terminal, raw * raw, new_sq)
-        sq_values = sq_values.at[rows, node].set(
-            jnp.where(on_path, new_sq, sq_values[rows, node]))
+        sq_values = row_set(sq_values, node,
+                            jnp.where(on_path, new_sq, row_take(sq_values, node)))
     return visits, values, sq_values
 
 
@@ -269,8 +264,7 @@ def edge_reward_discount(tree: Tree, node: chex.Array, children: chex.Array
     children are ``children [B, A]`` (non-negative indices)."""
     if tree.edge_rewards is not None:
         return gather_rows(tree.edge_rewards, node), gather_rows(tree.edge_discounts, node)
-    rows = jnp.arange(tree.batch_size)[:, None]
-    return tree.node_rewards[rows, children], tree.node_discounts[rows, children]
+    return row_take(tree.node_rewards, children), row_take(tree.node_discounts, children)
 
 
 class _GraphBackupState(NamedTuple):
@@ -288,13 +282,11 @@ def backup_graph(tree: Tree, walk: Walk) -> Tree:
     each path, count the edge taken and recompute the node from its children
     (:func:`recompute_nodes`). The leaf node itself is not changed. O(B * A) per
     depth step."""
-    rows = jnp.arange(tree.batch_size)
-
     def body(state: _GraphBackupState) -> _GraphBackupState:
         on_path = state.depth < walk.num_edges
         node = walk.path_nodes[:, state.depth]
         action = walk.path_actions[:, state.depth]
-        edge_visits = state.edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
+        edge_visits = row_add(state.edge_visits, (node, action), on_path.astype(jnp.int32))
         visits, values, sq_values = recompute_nodes(
             tree, node, on_path, state.node_visits, state.node_values, edge_visits,
             state.node_sq_values)
@@ -327,8 +319,7 @@ def store_and_backup(tree: Tree, walks: Walk, leaves: NodeData,
     # Claims of the step's walks (jaxpuct.virtual_loss) are released first: a
     # transposition is linked instead of stored.
     parents, actions = walks.leaf_edge()
-    rows = jnp.arange(tree.batch_size)
-    tree = tree.replace(children_index=tree.children_index.at[
-        rows, jnp.where(walks.expand, parents, tree.max_nodes), actions].set(
-            UNEXPANDED, mode="drop"))
+    tree = tree.replace(children_index=row_set(
+        tree.children_index, (jnp.where(walks.expand, parents, tree.max_nodes), actions),
+        UNEXPANDED, tree_axis=1))
     return jax.lax.fori_loop(0, walks.num_walks, one, tree)

@@ -13,14 +13,19 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct.indexing import row_take
+
 # Smallest divisor used when normalising non-negative weights: far below any
 # weight that matters, far above float32's smallest normal (1e-38).
 WEIGHT_FLOOR = 1e-30
 
 
 def gather_rows(array: chex.Array, index: chex.Array) -> chex.Array:
-    """``array[b, index[b]]`` for every ``b``: ``[B, N, ...]``, ``[B]`` -> ``[B, ...]``."""
-    return array[jnp.arange(array.shape[0]), index]
+    """``array[b, index[b]]`` for every ``b``: ``[B, N, ...]``, ``[B]`` -> ``[B, ...]``.
+
+    One gather (:func:`jaxpuct.indexing.row_take`); an index out of range reads the
+    nearest entry."""
+    return row_take(array, index)
 
 
 def batch_where(pred: chex.Array, on_true: Any, on_false: Any) -> Any:

@@ -78,6 +78,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct.extensions import Extension
+from jaxpuct.indexing import row_set, row_take
 from jaxpuct.numerics import gather_rows
 from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores, puct_qvalues
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
@@ -219,8 +220,7 @@ def node_edges(tree: Tree, node: chex.Array, node_values: chex.Array | None = No
     children = gather_rows(tree.children_index, node)
     view = tree if node_values is None else tree.replace(node_values=node_values)
     edge_value = edge_qvalues(view, node, children)
-    rows = jnp.arange(tree.batch_size)[:, None]
-    child_plies = tree.proof_plies[rows, jnp.maximum(children, 0)]
+    child_plies = row_take(tree.proof_plies, jnp.maximum(children, 0))
     child_proven = (children >= 0) & (child_plies >= 0)
     return children != ILLEGAL, child_proven, edge_value, child_plies
 
@@ -264,15 +264,14 @@ def backup_proofs(tree: Tree, walk: Any, config: SolverConfig, full: bool = Fals
     step proved a node on its path, and its backup then folded a return into that
     node's stored exact value, which this restores).
     """
-    rows = jnp.arange(tree.batch_size)
     parent, action = walk.leaf_edge()
-    leaf = tree.children_index[rows, parent, action]
+    leaf = row_take(tree.children_index, parent, action)
     leaf_proven = (walk.num_edges > 0) & (leaf >= 0) & (
-        tree.proof_plies[rows, jnp.maximum(leaf, 0)] >= 0)
+        row_take(tree.proof_plies, jnp.maximum(leaf, 0)) >= 0)
     path_proven = jnp.zeros_like(leaf_proven)
     if full:
         on_path = jnp.arange(walk.path_nodes.shape[1])[None, :] < walk.num_edges[:, None]
-        path_proven = jnp.any(on_path & (tree.proof_plies[rows[:, None], walk.path_nodes] >= 0),
+        path_proven = jnp.any(on_path & (row_take(tree.proof_plies, walk.path_nodes) >= 0),
                               axis=-1)
 
     def cond(state: _ProofState):
@@ -282,14 +281,14 @@ def backup_proofs(tree: Tree, walk: Any, config: SolverConfig, full: bool = Fals
         depth = state.depth
         node = walk.path_nodes[:, depth]
         on_path = depth < walk.num_edges
-        was_proven = state.proof_plies[rows, node] >= 0
+        was_proven = row_take(state.proof_plies, node) >= 0
         check = on_path & (state.pending | (was_proven if full else False))
         view = tree.replace(proof_plies=state.proof_plies)
         proof = prove_nodes(view, node, config, state.node_values)
         write = check & proof.proven
         target = jnp.where(write, node, tree.max_nodes)
-        values = state.node_values.at[rows, target].set(proof.value, mode="drop")
-        plies = state.proof_plies.at[rows, target].set(proof.plies, mode="drop")
+        values = row_set(state.node_values, target, proof.value)
+        plies = row_set(state.proof_plies, target, proof.plies)
         pending = jnp.where(on_path, write, state.pending)
         return _ProofState(depth - 1, pending, values, plies)
 

@@ -75,6 +75,7 @@ from jaxpuct import solver as solver_lib
 from jaxpuct.backup import store_leaves
 from jaxpuct.final_move import lcb_action, sample_action, visit_policy
 from jaxpuct.graph import GraphConfig
+from jaxpuct.indexing import row_add, row_set, row_take
 from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.selection import PUCTConfig, SelectionRule
@@ -178,8 +179,7 @@ def chance_scores(tree: Tree, node: chex.Array) -> chex.Array:
     children = gather_rows(tree.children_index, node)
     legal = children != ILLEGAL
     if tree.proof_plies is not None:
-        rows = jnp.arange(tree.batch_size)[:, None]
-        proven = (children >= 0) & (tree.proof_plies[rows, jnp.maximum(children, 0)] >= 0)
+        proven = (children >= 0) & (row_take(tree.proof_plies, jnp.maximum(children, 0)) >= 0)
         open_ = legal & ~proven
         legal = jnp.where(jnp.any(open_, axis=-1, keepdims=True), open_, legal)
     return jnp.where(legal, prior / (visits + 1.0), -jnp.inf)
@@ -390,31 +390,30 @@ def expectation_backup(tree: Tree, walk: Walk) -> Tree:
     ``Σ p Q + (1 - Σ p) U`` over expanded outcomes, decision nodes
     ``(U + Σ N(a) Q(a)) / (1 + Σ N(a))``; terminal nodes keep ``U``. O(B * W) per
     depth step."""
-    rows = jnp.arange(tree.batch_size)
     kinds = is_decision_node(tree)
 
     def body(state: _RecomputeState) -> _RecomputeState:
         on_path = state.depth < walk.num_edges
         node = walk.path_nodes[:, state.depth]
         action = walk.path_actions[:, state.depth]
-        edge_visits = state.edge_visits.at[rows, node, action].add(on_path.astype(jnp.int32))
+        edge_visits = row_add(state.edge_visits, (node, action), on_path.astype(jnp.int32))
         children = gather_rows(tree.children_index, node)
         has_child = children >= 0
         q = edge_qvalues(tree.replace(node_values=state.node_values), node, children)
-        raw = tree.raw_values[rows, node]
+        raw = row_take(tree.raw_values, node)
         counts = jnp.where(has_child, gather_rows(edge_visits, node), 0).astype(jnp.float32)
         mean = (raw + jnp.sum(counts * q, axis=-1)) / (1.0 + jnp.sum(counts, axis=-1))
         prior = jnp.where(has_child, gather_rows(tree.children_prior, node), 0.0)
         expectation = jnp.sum(prior * q, axis=-1) + (1.0 - jnp.sum(prior, axis=-1)) * raw
-        new_value = jnp.where(kinds[rows, node], mean, expectation)
-        new_value = jnp.where(tree.node_terminal[rows, node], raw, new_value)
-        old_value = state.node_values[rows, node]
-        count = state.node_visits[rows, node]
+        new_value = jnp.where(row_take(kinds, node), mean, expectation)
+        new_value = jnp.where(row_take(tree.node_terminal, node), raw, new_value)
+        old_value = row_take(state.node_values, node)
+        count = row_take(state.node_visits, node)
         return _RecomputeState(
             depth=state.depth - 1,
-            node_visits=state.node_visits.at[rows, node].set(count + on_path.astype(jnp.int32)),
-            node_values=state.node_values.at[rows, node].set(
-                jnp.where(on_path, new_value, old_value)),
+            node_visits=row_set(state.node_visits, node, count + on_path.astype(jnp.int32)),
+            node_values=row_set(state.node_values, node,
+                                jnp.where(on_path, new_value, old_value)),
             edge_visits=edge_visits)
 
     init = _RecomputeState(jnp.max(walk.num_edges) - 1, tree.node_visits, tree.node_values,

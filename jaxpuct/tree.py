@@ -27,6 +27,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct.indexing import row_set, row_take
 from jaxpuct.numerics import gather_rows
 from jaxpuct.types import SearchSummary
 
@@ -283,10 +284,10 @@ def write_nodes(tree: Tree, slot: chex.Array, node: NodeData) -> Tree:
     callers mask trees that store nothing by pointing them past the end.
     ``num_nodes`` is not changed here.
     """
-    rows = jnp.arange(tree.batch_size)
+    tree_axis = slot.ndim - 1  # slot [B], or [K, B] for K leaves of each tree
 
     def put(array, update):
-        return array.at[rows, slot].set(update, mode="drop")
+        return row_set(array, slot, update, tree_axis=tree_axis)
 
     edge_codes = jnp.where(node.legal, UNEXPANDED, ILLEGAL).astype(jnp.int32)
     tree = tree.replace(
@@ -335,10 +336,8 @@ def store_nodes(tree: Tree, parent: chex.Array, action: chex.Array, store: chex.
 def link_children(tree: Tree, parent: chex.Array, action: chex.Array,
                   child: chex.Array, where: chex.Array) -> Tree:
     """Points edge ``(parent [B], action [B])`` at ``child [B]`` where ``where [B]``."""
-    rows = jnp.arange(tree.batch_size)
     parent = jnp.where(where, parent, tree.max_nodes)
-    return tree.replace(children_index=tree.children_index.at[rows, parent, action].set(
-        child, mode="drop"))
+    return tree.replace(children_index=row_set(tree.children_index, (parent, action), child))
 
 
 def edge_qvalues(tree: Tree, node: chex.Array, children: chex.Array) -> chex.Array:
@@ -350,12 +349,11 @@ def edge_qvalues(tree: Tree, node: chex.Array, children: chex.Array) -> chex.Arr
     """
     has_child = children >= 0
     safe = jnp.where(has_child, children, 0)
-    rows = jnp.arange(children.shape[0])[:, None]
     if tree.edge_rewards is not None:
         reward = gather_rows(tree.edge_rewards, node)
         discount = gather_rows(tree.edge_discounts, node)
     else:
-        reward = tree.node_rewards[rows, safe]
-        discount = tree.node_discounts[rows, safe]
-    q = reward + discount * tree.node_values[rows, safe]
+        reward = row_take(tree.node_rewards, safe)
+        discount = row_take(tree.node_discounts, safe)
+    q = reward + discount * row_take(tree.node_values, safe)
     return jnp.where(has_child, q, 0.0)

@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
+from jaxpuct.indexing import row_add, row_set, row_take
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 from jaxpuct.walk import Walk
 
@@ -86,11 +87,10 @@ class _Marks(NamedTuple):
 def _edge_reward_discount(tree: Tree, node: chex.Array, action: chex.Array,
                           child: chex.Array) -> tuple[chex.Array, chex.Array]:
     """``(reward [B], discount [B])`` of edge ``(node, action)`` leading to ``child``."""
-    rows = jnp.arange(tree.batch_size)
     if tree.edge_rewards is not None:
-        return (tree.edge_rewards[rows, node, action],
-                tree.edge_discounts[rows, node, action])
-    return tree.node_rewards[rows, child], tree.node_discounts[rows, child]
+        return (row_take(tree.edge_rewards, node, action),
+                row_take(tree.edge_discounts, node, action))
+    return row_take(tree.node_rewards, child), row_take(tree.node_discounts, child)
 
 
 def _shift_visits(state: _Marks, node: chex.Array, action: chex.Array, count: chex.Array,
@@ -98,9 +98,8 @@ def _shift_visits(state: _Marks, node: chex.Array, action: chex.Array, count: ch
     """``(node_visits, edge_visits)`` with ``delta [B]`` added to ``node [B]`` and to its
     edge ``action [B]`` (whose gathered count is ``count [B]``: a set of the gathered
     value, not a scatter-add, lets XLA update the carried array in place)."""
-    rows = jnp.arange(node.shape[0])
-    return (state.node_visits.at[rows, node].add(delta),
-            state.edge_visits.at[rows, node, action].set(count + delta))
+    return (row_add(state.node_visits, node, delta),
+            row_set(state.edge_visits, (node, action), count + delta))
 
 
 def _path_child(path_nodes: chex.Array, depth: chex.Array, on_path: chex.Array,
@@ -139,7 +138,6 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
     Returns:
       ``(tree, saved_values, stamp, first)``; pass them to :func:`unmark_step`.
     """
-    rows = jnp.arange(tree.batch_size)
     n_vl = jnp.int32(config.size)
     track = stamp is not None and config.mode == "loss"
 
@@ -148,7 +146,7 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
         on_path = depth < num_edges
         node = path_nodes[:, depth]
         action = path_actions[:, depth]
-        count = state.edge_visits[rows, node, action]
+        count = row_take(state.edge_visits, node, action)
         node_visits, edge_visits = _shift_visits(state, node, action, count,
                                                  jnp.where(on_path, n_vl, 0))
         values, saved = state.node_values, state.saved_values
@@ -156,7 +154,7 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
         if config.mode == "loss":
             safe, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
             reward, discount = _edge_reward_discount(tree, node, action, safe)
-            old = values[rows, safe]
+            old = row_take(values, safe)
             n = count.astype(jnp.float32)
             pending = jnp.float32(config.size)
             q = reward + discount * old
@@ -167,15 +165,15 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
                                                                         discount, 1.0), old)
             saved = saved.at[:, depth + 1].set(old)
             written = jnp.where(has_child, safe, tree.max_nodes)
-            values = values.at[rows, written].set(new, mode="drop")
+            values = row_set(values, written, new)
             if track:
                 # Only the step's first overwrite of a node saved its original value.
-                seen = stamps[rows, safe]
+                seen = row_take(stamps, safe)
                 firsts = firsts.at[:, depth + 1].set(seen != step)
                 # ``max(seen, step)`` is ``step`` (stamps are earlier steps); writing
                 # it makes the write depend on the read, so XLA updates the [B, N]
                 # stamps in place instead of copying them to read them afterwards.
-                stamps = stamps.at[rows, written].set(jnp.maximum(seen, step), mode="drop")
+                stamps = row_set(stamps, written, jnp.maximum(seen, step))
         return _Marks(depth + 1, node_visits, values, edge_visits, saved, stamps, firsts)
 
     init = _Marks(jnp.int32(0), tree.node_visits, tree.node_values, tree.edge_visits,
@@ -199,7 +197,6 @@ def unmark_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
     step, against ``K`` loops of O(B) for walk-by-walk restores in reverse order;
     the result is the same, bit for bit.
     """
-    rows = jnp.arange(tree.batch_size)[None, :]
     n_vl = jnp.int32(config.size)
 
     def body(state: _Marks) -> _Marks:
@@ -207,14 +204,14 @@ def unmark_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
         on_path = depth < num_edges  # [K, B]
         node = jnp.where(on_path, path_nodes[:, :, depth], tree.max_nodes)
         action = path_actions[:, :, depth]
-        node_visits = state.node_visits.at[rows, node].add(-n_vl, mode="drop")
-        edge_visits = state.edge_visits.at[rows, node, action].add(-n_vl, mode="drop")
+        node_visits = row_add(state.node_visits, node, -n_vl, tree_axis=1)
+        edge_visits = row_add(state.edge_visits, (node, action), -n_vl, tree_axis=1)
         values = state.node_values
         if config.mode == "loss":
             has_child = on_path & ((depth < num_edges - 1) | ~expand)
             restore = has_child & first[:, :, depth + 1]
             child = jnp.where(restore, path_nodes[:, :, depth + 1], tree.max_nodes)
-            values = values.at[rows, child].set(saved_values[:, :, depth + 1], mode="drop")
+            values = row_set(values, child, saved_values[:, :, depth + 1], tree_axis=1)
         return _Marks(depth + 1, node_visits, values, edge_visits, state.saved_values)
 
     init = _Marks(jnp.int32(0), tree.node_visits, tree.node_values, tree.edge_visits,
@@ -228,10 +225,8 @@ def set_claims(tree: Tree, parent: chex.Array, action: chex.Array, claimed: chex
                code: int) -> Tree:
     """Sets edge ``(parent [B], action [B])`` to ``code`` where ``claimed [B]``:
     ``ILLEGAL`` to claim an unexpanded edge, ``UNEXPANDED`` to release it."""
-    rows = jnp.arange(tree.batch_size)
     parent = jnp.where(claimed, parent, tree.max_nodes)
-    return tree.replace(children_index=tree.children_index.at[rows, parent, action].set(
-        code, mode="drop"))
+    return tree.replace(children_index=row_set(tree.children_index, (parent, action), code))
 
 
 CLAIMED = ILLEGAL
@@ -284,8 +279,6 @@ def walk_step(tree: Tree, config: VirtualLoss, select_one: Callable, step: chex.
     are undone at once (:func:`unmark_step`, bit for bit). The claims stay (the
     storage links or releases them). Returns ``(tree, walks, marks, stamp)``.
     """
-    rows = jnp.arange(tree.batch_size)
-
     def walk_one(k, state: _WalkLoop) -> _WalkLoop:
         buf = state.step
         walk, marks = select_one(state.tree, k, buf.walks.path_nodes[k],
@@ -293,7 +286,7 @@ def walk_step(tree: Tree, config: VirtualLoss, select_one: Callable, step: chex.
         parent, action = walk.leaf_edge()
         # An ILLEGAL last edge: every edge the rule could pick was illegal or
         # claimed by an earlier walk of this step. The walk does nothing.
-        invalid = walk.expand & (state.tree.children_index[rows, parent, action] == ILLEGAL)
+        invalid = walk.expand & (row_take(state.tree.children_index, parent, action) == ILLEGAL)
         num_edges = jnp.where(invalid, 0, walk.num_edges)
         expand = walk.expand & ~invalid
         tree, saved, stamp, first = mark_walk(

@@ -22,6 +22,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct.indexing import row_set, row_take
 from jaxpuct.selection import SelectionRule
 from jaxpuct.tree import Tree
 
@@ -84,35 +85,40 @@ class _WalkState(NamedTuple):
     marks: chex.Array | None  # [B, N] graph search: simulation that last entered a node
 
 
+def _set_column(array: chex.Array, column: chex.Array, value: chex.Array,
+                where: chex.Array) -> chex.Array:
+    """``array [B, C]`` with ``array[:, column] = value [B]`` where ``where [B]``, for a
+    scalar ``column`` in range (a dynamic slice: no scatter, no index arrays)."""
+    old = jax.lax.dynamic_index_in_dim(array, column, axis=1, keepdims=False)
+    return jax.lax.dynamic_update_index_in_dim(array, jnp.where(where, value, old), column,
+                                               axis=1)
+
+
 def _advance(tree: Tree, state: _WalkState, action: chex.Array, max_depth: int,
              stop_fn: StopFn | None, sim: chex.Array) -> _WalkState:
     """Takes ``action [B]`` from ``state.node`` in every active walk."""
-    rows = jnp.arange(tree.batch_size)
     depth, node, active = state.depth, state.node, state.active
-    child = tree.children_index[rows, node, action]
+    child = row_take(tree.children_index, node, action)
     safe_child = jnp.maximum(child, 0)
-    path_actions = state.path_actions.at[:, depth].set(
-        jnp.where(active, action, state.path_actions[:, depth]))
+    path_actions = _set_column(state.path_actions, depth, action, active)
     num_edges = jnp.where(active, depth + 1, state.num_edges)
     descend = active & (child >= 0)
     expand = jnp.where(active, child < 0, state.expand)
-    stop = (depth + 1 >= max_depth) | tree.node_terminal[rows, safe_child]
+    stop = (depth + 1 >= max_depth) | row_take(tree.node_terminal, safe_child)
     if stop_fn is not None:
         stop = stop | stop_fn(tree, safe_child)
     marks = state.marks
     if tree.graph is not None:
-        seen = marks[rows, safe_child]
+        seen = row_take(marks, safe_child)
         # The root is on every path: it needs no mark (a write of it before the
         # walk made XLA copy the [B, N] marks on every simulation).
         cycle = (seen == sim) | (child == Tree.ROOT_INDEX)
         stop = stop | cycle
         if tree.graph.stop_at_transposition:
-            stop = stop | (tree.edge_visits[rows, node, action]
-                           < tree.node_visits[rows, safe_child])
-        marks = marks.at[rows, jnp.where(descend & ~cycle, child, tree.max_nodes)].set(
-            sim, mode="drop")
-    path_nodes = state.path_nodes.at[:, depth + 1].set(
-        jnp.where(descend, child, state.path_nodes[:, depth + 1]))
+            stop = stop | (row_take(tree.edge_visits, node, action)
+                           < row_take(tree.node_visits, safe_child))
+        marks = row_set(marks, jnp.where(descend & ~cycle, child, tree.max_nodes), sim)
+    path_nodes = _set_column(state.path_nodes, depth + 1, child, descend)
     return _WalkState(depth=depth + 1, node=jnp.where(descend, child, node),
                       active=descend & ~stop, path_nodes=path_nodes,
                       path_actions=path_actions, num_edges=num_edges, expand=expand,

@@ -36,9 +36,10 @@ if _ROOT not in sys.path:
 
 
 # ------------------------------------------------------------- where the time goes
-# JAXPUCT_TEST_PROFILE=FILE appends, per test, its CPU seconds and JAX's own
-# trace / lowering / XLA-compile seconds (tab-separated), to see what a slow test
-# spends its time on before shrinking it.
+# JAXPUCT_TEST_PROFILE=FILE appends, per test, its CPU seconds (its subprocesses'
+# included), JAX's own trace / lowering / XLA-compile seconds and the number of XLA
+# compiles (tab-separated), to see what a slow test spends its time on before
+# shrinking it.
 _PROFILE = os.environ.get("JAXPUCT_TEST_PROFILE")
 if _PROFILE:
     import time
@@ -54,17 +55,25 @@ if _PROFILE:
         name = _EVENTS.get(event)
         if name is not None:
             _totals[name] = _totals.get(name, 0.0) + duration
+            if name == "compile":
+                _totals["compiles"] = _totals.get("compiles", 0.0) + 1
 
     import jax.monitoring
 
     jax.monitoring.register_event_duration_secs_listener(_listen)
 
+    def _children_cpu() -> float:
+        # Subprocesses' CPU (counted once they are waited for).
+        times = os.times()
+        return times.children_user + times.children_system
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
         _totals.clear()
-        start = time.process_time()
+        start = time.process_time() + _children_cpu()
         yield
-        cpu = time.process_time() - start
+        cpu = time.process_time() + _children_cpu() - start
         with open(_PROFILE, "a") as out:
-            out.write(f"{item.nodeid}\t{cpu:.2f}\t" + "\t".join(
-                f"{_totals.get(k, 0.0):.2f}" for k in ("trace", "lower", "compile")) + "\n")
+            fields = [f"{_totals.get(k, 0.0):.2f}" for k in ("trace", "lower", "compile")]
+            fields.append(str(int(_totals.get("compiles", 0))))
+            out.write(f"{item.nodeid}\t{cpu:.2f}\t" + "\t".join(fields) + "\n")

@@ -1,0 +1,105 @@
+"""Per-tree reads and writes of the batched tree arrays, each one XLA gather or scatter.
+
+Every tree array is ``[B, N, ...]`` (or ``[B, N, A, ...]``) and almost every access
+reads or writes one entry per tree: ``array[b, index[b]]``. Written with NumPy
+indexing (``array[jnp.arange(B), index]``), each such access traces to about ten
+operations: an iota for the rows, a compare-add-select per index to wrap negative
+indices, broadcasts and a concatenate to build the index matrix, then the gather.
+The search does some sixty of them per simulation, so they were about 40% of its
+program, and its trace, lowering and compile time grew with them. Here the batch
+axis is a *batching dimension* of the gather or scatter (XLA's
+``operand_batching_dims``), so an access is the gather or scatter alone.
+
+Semantics differ from NumPy indexing in one way, on purpose: a negative index is
+not wrapped. Reads clamp an out-of-range index into range (XLA's gather rule);
+writes drop it (``mode="drop"``), which is how callers skip a tree: they point it
+past the end.
+"""
+
+from __future__ import annotations
+
+import chex
+import jax.numpy as jnp
+from jax import lax
+
+__all__ = ["row_add", "row_set", "row_take"]
+
+
+def _index_matrix(index: tuple[chex.Array, ...]) -> chex.Array:
+    """``[*I, k]`` int32 from ``k`` index arrays of one shape ``I``."""
+    shape = jnp.shape(index[0])
+    for i in index[1:]:
+        if jnp.shape(i) != shape:
+            shapes = [jnp.shape(j) for j in index]
+            raise ValueError(f"index arrays must share one shape; got {shapes}")
+    return jnp.stack([jnp.asarray(i, jnp.int32) for i in index], axis=-1)
+
+
+def row_take(array: chex.Array, *index: chex.Array, tree_axis: int = 0) -> chex.Array:
+    """``array[b, i1[b, ...], ..., ik[b, ...]]`` for every tree ``b``.
+
+    Args:
+      array: ``[B, N1, ..., Nk, *T]``.
+      *index: ``k`` integer arrays of one shape ``I`` that has ``B`` at axis
+        ``tree_axis`` (``[B]``, ``[B, A]``, or ``[K, B]`` with ``tree_axis=1``).
+      tree_axis: the axis of the index arrays that runs over trees.
+
+    Returns:
+      ``[*I, *T]``. An index outside ``[0, N)`` reads the nearest entry.
+    """
+    k = len(index)
+    indices = _index_matrix(index)
+    batch_rank = indices.ndim - 1  # len(I)
+    trailing = array.shape[1 + k:]
+    numbers = lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(batch_rank, batch_rank + len(trailing))),
+        collapsed_slice_dims=tuple(range(1, 1 + k)),
+        start_index_map=tuple(range(1, 1 + k)),
+        operand_batching_dims=(0,),
+        start_indices_batching_dims=(tree_axis,))
+    return lax.gather(array, indices, numbers, slice_sizes=(1,) * (1 + k) + trailing,
+                      mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def _scatter(array: chex.Array, index: tuple[chex.Array, ...], update, op,
+             tree_axis: int) -> chex.Array:
+    k = len(index)
+    indices = _index_matrix(index)
+    batch_rank = indices.ndim - 1
+    trailing = array.shape[1 + k:]
+    update = jnp.broadcast_to(jnp.asarray(update, array.dtype),
+                              indices.shape[:-1] + trailing)
+    numbers = lax.ScatterDimensionNumbers(
+        update_window_dims=tuple(range(batch_rank, batch_rank + len(trailing))),
+        inserted_window_dims=tuple(range(1, 1 + k)),
+        scatter_dims_to_operand_dims=tuple(range(1, 1 + k)),
+        operand_batching_dims=(0,),
+        scatter_indices_batching_dims=(tree_axis,))
+    return op(array, indices, update, numbers, mode=lax.GatherScatterMode.FILL_OR_DROP)
+
+
+def row_set(array: chex.Array, index: chex.Array | tuple[chex.Array, ...],
+            update, *, tree_axis: int = 0) -> chex.Array:
+    """``array`` with ``array[b, index[b]] = update[b]`` for every tree ``b``.
+
+    Args:
+      array: ``[B, N1, ..., Nk, *T]``.
+      index: one integer array of shape ``I`` (``B`` at axis ``tree_axis``), or a
+        tuple of ``k`` of them.
+      update: ``[*I, *T]`` or anything that broadcasts to it (a scalar).
+      tree_axis: the axis of the index arrays that runs over trees.
+
+    Returns:
+      ``array``'s shape and dtype. An index outside ``[0, N)`` writes nothing; two
+      equal indices of one tree write one of their updates.
+    """
+    index = index if isinstance(index, tuple) else (index,)
+    return _scatter(array, index, update, lax.scatter, tree_axis)
+
+
+def row_add(array: chex.Array, index: chex.Array | tuple[chex.Array, ...],
+            update, *, tree_axis: int = 0) -> chex.Array:
+    """``array`` with ``update[b]`` added at ``array[b, index[b]]``; as :func:`row_set`,
+    but equal indices of one tree add up."""
+    index = index if isinstance(index, tuple) else (index,)
+    return _scatter(array, index, update, lax.scatter_add, tree_axis)
