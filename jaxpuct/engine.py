@@ -163,13 +163,19 @@ def run(params: Any, keys: SearchKeys, tree: Tree, expander: Expander, rule: Sel
                                     state.buffers.path_actions, state.marks)
             tree, buffers, stamp = state.tree, walk, state.stamp
             walks = jax.tree.map(lambda x: x[None], walk)
-        leaves, counts = evaluate_walks(params, jax.random.fold_in(keys.shared, step), tree,
-                                        walks, expander)
+        leaves, counts = evaluate_walks(params, step_keys[step], tree, walks, expander)
         tree = backup(tree, walks, leaves, after_walk)
         counts = jax.tree.map(jnp.add, state.counts, counts)
         return _LoopState(tree, marks, stamp, buffers, counts)
 
     batch_size = tree.batch_size
+    # The expander's keys ``fold_in(keys.shared, step)`` of every step, folded at
+    # once before the loop (the same keys): on CPU JAX lowers each threefry call
+    # to a five-round loop of its own, which a B = 1 search step paid again on
+    # every step (with a rollout expander: 124 kernels per step before, 111
+    # after). Dropped by XLA when the expander ignores its key.
+    step_keys = jax.vmap(jax.random.fold_in, (None, 0))(
+        keys.shared, jnp.arange(config.num_steps, dtype=jnp.uint32))
     # Graph search marks each node it enters with the simulation's number, which
     # finds cycles in O(1) per step instead of scanning the path.
     marks = jnp.full(tree.node_visits.shape, -1, jnp.int32) if tree.is_graph else None

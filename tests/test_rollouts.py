@@ -111,6 +111,28 @@ def test_rollouts_follow_the_key():
     assert np.array_equal(a, b) and not np.array_equal(a, c)
 
 
+def _cell_value(params, obs):
+    """Value ``sum_c (c + 1) * board[c]``: after one move from the empty board (the
+    mover's stone is -1 in the new view) it is ``-(a + 1)``, so a rollout cut after
+    one move returns ``z = a + 1`` and shows the move ``a`` it sampled."""
+    del params
+    return jnp.zeros_like(obs), obs @ jnp.arange(1.0, 10.0, dtype=jnp.float32)
+
+
+def test_sampled_moves_follow_the_softmax_of_the_rollout_logits():
+    # 4000 one-move rollouts from the empty board with logits (a - 4) / 2 over the 9
+    # cells: each cell's frequency is its softmax probability (standard error
+    # under 0.008 for every cell).
+    logits = (jnp.arange(9, dtype=jnp.float32) - 4.0) / 2.0
+    z = jax.jit(lambda state, key: rollouts.rollout_return(
+        _cell_value, ENV, None, state, key, max_steps=1,
+        rollout_logits=lambda s: jnp.broadcast_to(logits, s.board.shape)))(
+        ttt.batch([ttt.EMPTY] * 4000), jax.random.PRNGKey(11))
+    moves = np.asarray(z).astype(int) - 1
+    frequency = np.bincount(moves, minlength=9) / len(moves)
+    np.testing.assert_allclose(frequency, np.asarray(jax.nn.softmax(logits)), atol=0.03)
+
+
 RECURRENT = {mix: rollouts.make_recurrent_fn(_apply, ENV, mix=mix, max_steps=9)
              for mix in (0.0, 0.5, 1.0)}
 BASE = adapter.make_recurrent_fn(_apply, ENV)
