@@ -26,10 +26,12 @@ The steps (one jitted call: network on the roots, search, chosen move, ``env.ste
   ``mctx/stochastic`` (``mctx.stochastic_muzero_policy``) on the same functions.
 
 Rounds: every policy once per round, the order rotating between rounds, so that
-the shared machine's load hits all alike; medians over the rounds. Then the
-persistent cache a user would set (see :func:`enable_cache`): per policy one
-process fills a fresh cache directory and ``--warm`` more processes compile
-from it; reported is the median of those.
+the shared machine's load hits all alike; medians over the rounds. With
+``--warm N``, the last round compiles with the persistent cache a user would set
+(:func:`enable_cache`) in a fresh, empty directory per policy: still a cold
+compile (no cache hit; the rows say ``fill`` and count the cache hits), plus
+writing the cache; then ``N`` more processes per policy compile from that cache,
+and the warm column is their median.
 
     python -m benchmarks.compile_time [--repeats 3] [--warm 2] [--core 0]
         [--policies jaxpuct/puct,mctx/puct,...] [--batch 256] [--simulations 64]
@@ -39,10 +41,11 @@ from it; reported is the median of those.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
-import functools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -195,15 +198,16 @@ def measure(name: str, batch: int, sims: int, cache_dir: str | None) -> dict[str
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     jax.monitoring.register_event_listener(on_event)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     lowered = jax.jit(step).lower(*args)
-    lowered_at = time.perf_counter()
+    lowered_at, lowered_cpu = time.perf_counter(), time.process_time()
     lowered.compile()
-    end = time.perf_counter()
+    end, end_cpu = time.perf_counter(), time.process_time()
     return dict(policy=name, B=batch, S=sims, cache=bool(cache_dir), cache_hits=len(hits),
                 total_s=end - start, lower_call_s=lowered_at - start,
-                compile_call_s=end - lowered_at, **{f"{k}_s": v for k, v in durations.items()},
-                jax=jax.__version__)
+                compile_call_s=end - lowered_at, cpu_s=end_cpu - start_cpu,
+                lower_cpu_s=lowered_cpu - start_cpu, compile_cpu_s=end_cpu - lowered_cpu,
+                **{f"{k}_s": v for k, v in durations.items()}, jax=jax.__version__)
 
 
 def run_child(name: str, batch: int, sims: int, core: int | None,
@@ -228,24 +232,28 @@ def run_child(name: str, batch: int, sims: int, core: int | None,
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
-    """Medians (seconds) of one policy's cold rows, and of its warm-cache rows."""
+    """Medians (seconds) of one policy's cold rows, and of its warm-cache rows:
+    process CPU seconds (all threads) of ``lower()`` (trace + lowering) and of
+    ``compile()`` (XLA), wall seconds, and JAX's trace and lowering events (wall)."""
 
     policy: str
     n: int
-    total: float
+    cpu: float
+    lower_cpu: float
+    xla_cpu: float
+    wall: float
     trace: float
     lower: float
-    xla: float
     warm_n: int
-    warm_total: float | None
-    warm_xla: float | None
+    warm_cpu: float | None
+    warm_wall: float | None
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[Summary]:
     """One :class:`Summary` per policy, in :data:`POLICIES` order."""
     out = []
     for name in POLICIES:
-        cold = [r for r in rows if r["policy"] == name and r["phase"] == "cold"]
+        cold = [r for r in rows if r["policy"] == name and r["phase"] in ("cold", "fill")]
         warm = [r for r in rows if r["policy"] == name and r["phase"] == "warm"]
         if not cold:
             continue
@@ -253,25 +261,28 @@ def summarise(rows: list[dict[str, Any]]) -> list[Summary]:
         def med(rs, key):
             return statistics.median(r[key] for r in rs) if rs else None
 
-        out.append(Summary(name, len(cold), med(cold, "total_s"), med(cold, "trace_s"),
-                           med(cold, "lower_s"), med(cold, "xla_s"), len(warm),
-                           med(warm, "total_s"), med(warm, "xla_s")))
+        out.append(Summary(name, len(cold), med(cold, "cpu_s"), med(cold, "lower_cpu_s"),
+                           med(cold, "compile_cpu_s"), med(cold, "total_s"),
+                           med(cold, "trace_s"), med(cold, "lower_s"), len(warm),
+                           med(warm, "cpu_s"), med(warm, "total_s")))
     return out
 
 
 def markdown(summaries: list[Summary]) -> str:
     """The table: medians, the ratio to mctx's step, what dominates, warm cache."""
     by_name = {s.policy: s for s in summaries}
-    lines = ["| step | n | cold total s | trace s | lower s | XLA s | XLA share | "
-             "x mctx's time | warm-cache total s (n) | warm XLA s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| step | n | cold CPU s | lower() CPU s (trace + lowering) | compile() CPU s "
+             "(XLA) | XLA share | x mctx's CPU s | cold wall s | trace / lowering wall s | "
+             "warm-cache CPU s (n) | warm wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         base = by_name.get(BASELINE.get(s.policy, ""))
-        ratio = f"{s.total / base.total:.2f}" if base else "-"
-        warm = (f"{s.warm_total:.1f} ({s.warm_n})" if s.warm_total is not None else "-")
-        warm_xla = f"{s.warm_xla:.2f}" if s.warm_xla is not None else "-"
-        lines.append(f"| {s.policy} | {s.n} | {s.total:.1f} | {s.trace:.1f} | {s.lower:.1f} "
-                     f"| {s.xla:.1f} | {s.xla / s.total:.0%} | {ratio} | {warm} | {warm_xla} |")
+        ratio = f"{s.cpu / base.cpu:.2f}" if base else "-"
+        warm = f"{s.warm_cpu:.1f} ({s.warm_n})" if s.warm_cpu is not None else "-"
+        warm_wall = f"{s.warm_wall:.1f}" if s.warm_wall is not None else "-"
+        lines.append(f"| {s.policy} | {s.n} | {s.cpu:.1f} | {s.lower_cpu:.1f} | "
+                     f"{s.xla_cpu:.1f} | {s.xla_cpu / s.cpu:.0%} | {ratio} | {s.wall:.0f} | "
+                     f"{s.trace:.1f} / {s.lower:.1f} | {warm} | {warm_wall} |")
     return "\n".join(lines)
 
 
@@ -285,7 +296,12 @@ def main(argv: list[str] | None = None) -> None:
                         "(0: none)")
     parser.add_argument("--batch", type=int, default=256, help="B (default 256)")
     parser.add_argument("--simulations", type=int, default=64, help="S (default 64)")
-    parser.add_argument("--core", type=int, default=0, help="CPU core to pin to (-1: none)")
+    parser.add_argument("--cores", default="0",
+                        help="comma-separated CPU cores; child i is pinned to one of them "
+                        "(round robin; empty: no pinning)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="children at once (default 1; more only where the machine is "
+                        "shared anyway: then read the CPU seconds, not the wall times)")
     parser.add_argument("--rows-json", default=None, help="append each row as a JSON line")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
@@ -297,14 +313,14 @@ def main(argv: list[str] | None = None) -> None:
     for p in policies:
         if p not in POLICIES:
             parser.error(f"unknown policy {p!r}; known: {', '.join(POLICIES)}")
-    core = None if args.core < 0 else args.core
-    child = functools.partial(run_child, batch=args.batch, sims=args.simulations, core=core)
     rows: list[dict[str, Any]] = []
 
     def record(row: dict[str, Any], phase: str) -> None:
         row = dict(row, phase=phase)
         rows.append(row)
-        print(f"  {phase:<5} {row['policy']:<19} total {row['total_s']:6.1f} s  trace "
+        print(f"  {phase:<5} {row['policy']:<19} total {row['total_s']:6.1f} s  CPU "
+              f"{row['cpu_s']:6.1f} s (lower {row['lower_cpu_s']:5.1f}, XLA "
+              f"{row['compile_cpu_s']:5.1f})  wall: trace "
               f"{row['trace_s']:5.1f}  lower {row['lower_s']:5.1f}  xla {row['xla_s']:5.1f}"
               f"  cache hits {row['cache_hits']}", flush=True)
         if args.rows_json:
@@ -312,17 +328,32 @@ def main(argv: list[str] | None = None) -> None:
                 f.write(json.dumps(row) + "\n")
 
     start = time.perf_counter()
+    cold = []  # (name, cache directory or None), round after round, the order rotating
+    caches = {}
     for r in range(args.repeats):
         shift = r % len(policies)
         for name in policies[shift:] + policies[:shift]:
-            record(child(name, cache_dir=None), "cold")
-    if args.warm:
-        for name in policies:
-            with tempfile.TemporaryDirectory(prefix="jaxpuct_cache_") as directory:
-                record(child(name, cache_dir=directory), "fill")
-                for _ in range(args.warm):
-                    record(child(name, cache_dir=directory), "warm")
-    print(f"B={args.batch} S={args.simulations}, pinned to core {core}, "
+            if args.warm and r == args.repeats - 1:
+                # the last cold round compiles with an empty cache, which it fills
+                caches[name] = tempfile.mkdtemp(prefix="jaxpuct_cache_")
+            cold.append((name, caches.get(name) if r == args.repeats - 1 else None))
+    cores = [int(c) for c in args.cores.split(",")] if args.cores else [None]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            def launch(jobs, phase):
+                futures = [(pool.submit(run_child, name, args.batch, args.simulations,
+                                        cores[i % len(cores)], directory), phase
+                            if directory is None or phase == "warm" else "fill")
+                           for i, (name, directory) in enumerate(jobs)]
+                for future, tag in futures:
+                    record(future.result(), tag)
+            launch(cold, "cold")
+            launch([(name, caches[name]) for name in policies for _ in range(args.warm)]
+                   if args.warm else [], "warm")
+    finally:
+        for directory in caches.values():
+            shutil.rmtree(directory, ignore_errors=True)
+    print(f"B={args.batch} S={args.simulations}, cores {args.cores}, jobs {args.jobs}, "
           f"{time.perf_counter() - start:.0f} s in all\n", flush=True)
     print(markdown(summarise(rows)), flush=True)
 

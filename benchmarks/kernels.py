@@ -37,7 +37,7 @@ kernels without per-kernel launch cost). So CPU counts overstate a GPU's launche
 read the ratio between two searches compiled the same way, not the absolute
 number (``docs/scaling.md``, "Kernels per simulation").
 
-    python -m benchmarks.kernels [--batch 1024] [--cases 82:64,82:800,362:64]
+    python -m benchmarks.kernels [--batch 1024] [--cases 82:64,362:64,82:800:64]
         [--policies puct,gumbel,stochastic] [--json rows.jsonl]
 """
 
@@ -47,6 +47,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable
@@ -476,13 +477,18 @@ def analyse(name: str, batch: int, num_actions: int, sims: int,
     called once, and ``D``: the mean over simulations of the batch's longest path,
     the depth loops' trip count, from its tree)."""
     fn, args = searches(batch, num_actions, sims)[name]
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    compile_s = time.perf_counter() - start
-    text = compiled.as_text()
-    if hlo_dir:
-        with open(_hlo_path(hlo_dir, name, batch, num_actions, sims), "w") as f:
-            f.write(text)
+    path = _hlo_path(hlo_dir, name, batch, num_actions, sims) if hlo_dir else None
+    if path and not run and os.path.exists(path):  # compiled by an earlier run
+        with open(path) as f:
+            text, compile_s = f.read(), float("nan")
+    else:
+        start = time.perf_counter()
+        compiled = jax.jit(fn).lower(*args).compile()
+        compile_s = time.perf_counter() - start
+        text = compiled.as_text()
+        if path:
+            with open(path, "w") as f:
+                f.write(text)
     row = dict(cost_row(text, sims), search=name, B=batch, S=sims, A=num_actions,
                compile_s=compile_s)
     if run:
@@ -536,8 +542,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
-    parser.add_argument("--cases", default="82:64,82:800,362:64",
-                        help="comma-separated A:S pairs (default 82:64,82:800,362:64)")
+    parser.add_argument("--cases", default="82:64,362:64,82:800:64",
+                        help="comma-separated A:S or A:S:B_D cases: B_D is the batch of the "
+                        "search run to measure D (default: --batch)")
     parser.add_argument("--policies", default="puct,gumbel,stochastic")
     parser.add_argument("--hlo-dir", default=None, help="write each compiled HLO here")
     parser.add_argument("--reanalyse", default=None,
@@ -556,12 +563,17 @@ def main(argv: list[str] | None = None) -> None:
         return
     rows = []
     cases = [tuple(int(x) for x in c.split(":")) for c in args.cases.split(",")]
-    for a, s in cases:
+    for a, s, *depth_batch in cases:
+        depth_batch = depth_batch[0] if depth_batch else args.batch
         for policy in args.policies.split(","):
-            ours = analyse(f"jaxpuct/{policy}", args.batch, a, s, run=True,
+            name = f"jaxpuct/{policy}"
+            ours = analyse(name, args.batch, a, s, run=depth_batch == args.batch,
                            hlo_dir=args.hlo_dir)
+            if depth_batch != args.batch:  # D from a smaller batch's search
+                ours["D"] = analyse(name, depth_batch, a, s, run=True)["D"]
+            ours["depth_B"] = depth_batch
             theirs = analyse(f"mctx/{policy}", args.batch, a, s, hlo_dir=args.hlo_dir)
-            theirs["D"] = ours["D"]  # the same trees (tested)
+            theirs["D"], theirs["depth_B"] = ours["D"], depth_batch  # the same trees (tested)
             for row in (ours, theirs):
                 rows.append(row)
                 print(json.dumps(row), flush=True)
