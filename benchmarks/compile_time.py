@@ -27,7 +27,7 @@ The steps (one jitted call: network on the roots, search, chosen move, ``env.ste
 
 Rounds: every policy once per round, the order rotating between rounds, so that
 the shared machine's load hits all alike; medians over the rounds. With
-``--warm N``, the last round compiles with the persistent cache a user would set
+``--warm N``, the first round compiles with the persistent cache a user would set
 (:func:`enable_cache`) in a fresh, empty directory per policy: still a cold
 compile (no cache hit; the rows say ``fill`` and count the cache hits), plus
 writing the cache; then ``N`` more processes per policy compile from that cache,
@@ -333,23 +333,34 @@ def main(argv: list[str] | None = None) -> None:
     for r in range(args.repeats):
         shift = r % len(policies)
         for name in policies[shift:] + policies[:shift]:
-            if args.warm and r == args.repeats - 1:
-                # the last cold round compiles with an empty cache, which it fills
+            if args.warm and r == 0:
+                # the first round compiles with an empty cache, which it fills (so that
+                # the warm runs can start early); still cold: no cache hit
                 caches[name] = tempfile.mkdtemp(prefix="jaxpuct_cache_")
-            cold.append((name, caches.get(name) if r == args.repeats - 1 else None))
+            cold.append((name, caches.get(name) if r == 0 else None))
     cores = [int(c) for c in args.cores.split(",")] if args.cores else [None]
+
+    def submit(pool, i, name, directory, after=None):
+        def job():
+            if after is not None:
+                after.result()  # the warm run reads the cache its fill run wrote
+            return run_child(name, args.batch, args.simulations, cores[i % len(cores)],
+                             directory)
+        return pool.submit(job)
+
     try:
-        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            def launch(jobs, phase):
-                futures = [(pool.submit(run_child, name, args.batch, args.simulations,
-                                        cores[i % len(cores)], directory), phase
-                            if directory is None or phase == "warm" else "fill")
-                           for i, (name, directory) in enumerate(jobs)]
-                for future, tag in futures:
-                    record(future.result(), tag)
-            launch(cold, "cold")
-            launch([(name, caches[name]) for name in policies for _ in range(args.warm)]
-                   if args.warm else [], "warm")
+        with (concurrent.futures.ThreadPoolExecutor(args.jobs) as pool,
+              concurrent.futures.ThreadPoolExecutor(max(1, args.jobs // 4)) as warm_pool):
+            tagged, fills = {}, {}
+            for i, (name, directory) in enumerate(cold):
+                future = submit(pool, i, name, directory)
+                tagged[future] = "cold" if directory is None else "fill"
+                if directory is not None:
+                    fills[name] = future
+            for k, name in enumerate(n for n in policies for _ in range(args.warm)):
+                tagged[submit(warm_pool, k, name, caches[name], fills[name])] = "warm"
+            for future in concurrent.futures.as_completed(tagged):
+                record(future.result(), tagged[future])
     finally:
         for directory in caches.values():
             shutil.rmtree(directory, ignore_errors=True)
