@@ -305,7 +305,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows-json", default=None, help="append each row as a JSON line")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--from-rows", default=None,
+                        help="print the table of a --rows-json file (measure nothing)")
     args = parser.parse_args(argv)
+    if args.from_rows:
+        with open(args.from_rows) as f:
+            print(markdown(summarise([json.loads(line) for line in f if line.strip()])))
+        return
     if args.child:
         print(json.dumps(measure(args.child, args.batch, args.simulations, args.cache_dir)))
         return
