@@ -81,13 +81,16 @@ MODULE = """HloModule m
 ENTRY %main (a: f32[4,100]) -> f32[4,100] {
   %a = f32[4,100]{1,0} parameter(0)
   %k = (s32[], u32[4]{0}, u32[4]{0}) constant({0, {1, 2, 3, 4}, {1, 2, 3, 4}})
-  %rolled = (s32[], u32[4]{0}, u32[4]{0}) while(%k), condition=%outer_cond, body=%rounds, backend_config={"known_trip_count":{"n":"5"}}
+  %rolled = (s32[], u32[4]{0}, u32[4]{0}) while(%k), condition=%outer_cond, body=%rounds, TRIP(5)
   %zero = s32[] constant(0)
   %t = (s32[], f32[4,100]{1,0}) tuple(%zero, %a)
-  %w = (s32[], f32[4,100]{1,0}) while(%t), condition=%outer_cond, body=%outer_body, backend_config={"known_trip_count":{"n":"8"}}
+  %w = (s32[], f32[4,100]{1,0}) while(%t), condition=%outer_cond, body=%outer_body, TRIP(8)
   ROOT %o = f32[4,100]{1,0} get-tuple-element(%w), index=1
 }
 """
+for _n in (5, 8):  # XLA's record of a fori_loop's trip count
+    MODULE = MODULE.replace(f"TRIP({_n})",
+                            'backend_config={"known_trip_count":{"n":"' + str(_n) + '"}}')
 
 
 def test_counts_a_hand_written_module():
