@@ -573,7 +573,8 @@ def main(argv: list[str] | None = None) -> None:
                 ours["D"] = analyse(name, depth_batch, a, s, run=True)["D"]
             ours["depth_B"] = depth_batch
             theirs = analyse(f"mctx/{policy}", args.batch, a, s, hlo_dir=args.hlo_dir)
-            theirs["D"], theirs["depth_B"] = ours["D"], depth_batch  # the same trees (tested)
+            # the same trees for PUCT and chance nodes (tested); Gumbel: alike (its own draw)
+            theirs["D"], theirs["depth_B"] = ours["D"], depth_batch
             for row in (ours, theirs):
                 rows.append(row)
                 print(json.dumps(row), flush=True)
