@@ -87,8 +87,34 @@ class StepConfig:
     timing: Config = Config(reps=5, budget=20.0, min_reps=2)
 
 
-def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
-    """The four self-play steps of one game and the network alone, as :class:`Impl`."""
+@dataclasses.dataclass(frozen=True)
+class GameParts:
+    """What a self-play step of one pgx game is built from.
+
+    Attributes:
+      params: the ResNet's parameters (``networks.split``).
+      key: the step's key.
+      state: ``[B]`` pgx states after four random legal moves (shapes only with
+        ``trace_only``).
+      env: the pgx environment (``env.step``).
+      root_fn: ``(params, key, state) -> jaxpuct.RootFnOutput`` (the network on the roots).
+      recurrent_fn: jaxpuct's ``recurrent_fn`` (pgx step + network).
+      mctx_recurrent_fn: the same, returning an ``mctx.RecurrentFnOutput``.
+      apply_fn: ``(params, obs) -> (logits, value)``, the network.
+    """
+
+    params: Any
+    key: jax.Array
+    state: Any
+    env: Any
+    root_fn: Callable
+    recurrent_fn: Callable
+    mctx_recurrent_fn: Callable
+    apply_fn: Callable
+
+
+def game_parts(game_name: str, cfg: StepConfig) -> GameParts:
+    """The network, roots and model functions of one game (see :class:`GameParts`)."""
     from flax import nnx
 
     from jaxpuct.alphazero import networks
@@ -103,7 +129,6 @@ def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
     graphdef, params = networks.split(model)
     apply_fn = functools.partial(networks.apply, graphdef)
     env = game.environment
-    root_fn = adapter.make_root_fn(apply_fn, env)
     recurrent_fn = adapter.make_recurrent_fn(apply_fn, env)
 
     def mctx_recurrent_fn(params, rng_key, action, state):
@@ -122,36 +147,55 @@ def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
 
     state = start(jax.random.PRNGKey(1)) if not cfg.trace_only else jax.eval_shape(
         start, jax.random.PRNGKey(1))
-    key = jax.random.PRNGKey(0)
+    return GameParts(params=params, key=jax.random.PRNGKey(0), state=state, env=env,
+                     root_fn=adapter.make_root_fn(apply_fn, env), recurrent_fn=recurrent_fn,
+                     mctx_recurrent_fn=mctx_recurrent_fn, apply_fn=apply_fn)
+
+
+def make_step(parts: GameParts, search: Callable[[Any, jax.Array, Any], jax.Array]
+              ) -> Callable:
+    """``step(params, key, state)``: the network on the roots, ``search(params, key,
+    root) -> action [B]``, then ``env.step``."""
+    def step(params, rng_key, state):
+        root = parts.root_fn(params, rng_key, state)
+        action = search(params, rng_key, root)
+        return parts.env.step(state, action)
+    return step
+
+
+def mctx_root(root: Any) -> Any:
+    """``root`` (a ``jaxpuct.RootFnOutput``) as an ``mctx.RootFnOutput``."""
+    return mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
+                             embedding=root.embedding)
+
+
+def searches(parts: GameParts, cfg: StepConfig) -> dict[str, Callable]:
+    """The four searches of a step, ``name -> (params, key, root) -> action [B]``."""
     sims, considered = cfg.sims, cfg.considered
-
-    def make_step(search: Callable[[Any, jax.Array, Any], jax.Array]):
-        def step(params, rng_key, state):
-            root = root_fn(params, rng_key, state)
-            action = search(params, rng_key, root)
-            return env.step(state, action)
-        return step
-
-    def mroot(root):
-        return mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
-                                 embedding=root.embedding)
-
-    searches = {
+    recurrent_fn, mctx_recurrent_fn = parts.recurrent_fn, parts.mctx_recurrent_fn
+    return {
         JAXPUCT_PUCT: lambda p, k, root: jaxpuct.alphazero_policy(
             p, k, root, recurrent_fn, sims,
             selection=jaxpuct.PUCTConfig.mctx_muzero()).action,
         MCTX_PUCT: lambda p, k, root: mctx.muzero_policy(
-            p, k, mroot(root), mctx_recurrent_fn, sims,
+            p, k, mctx_root(root), mctx_recurrent_fn, sims,
             invalid_actions=~root.legal_action_mask).action,
         JAXPUCT_GUMBEL: lambda p, k, root: jaxpuct.gumbel_policy(
             p, k, root, recurrent_fn, sims, max_num_considered_actions=considered).action,
         MCTX_GUMBEL: lambda p, k, root: mctx.gumbel_muzero_policy(
-            p, k, mroot(root), mctx_recurrent_fn, sims,
+            p, k, mctx_root(root), mctx_recurrent_fn, sims,
             invalid_actions=~root.legal_action_mask,
             max_num_considered_actions=considered).action,
     }
-    impls = [Impl(name, make_step(search), (params, key, state))
-             for name, search in searches.items() if name in cfg.steps]
+
+
+def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
+    """The four self-play steps of one game and the network alone, as :class:`Impl`."""
+    parts = game_parts(game_name, cfg)
+    args = (parts.params, parts.key, parts.state)
+    impls = [Impl(name, make_step(parts, search), args)
+             for name, search in searches(parts, cfg).items() if name in cfg.steps]
+    sims, apply_fn = cfg.sims, parts.apply_fn
 
     def network_alone(params, obs):
         obs = obs.astype(jnp.float32)
@@ -162,7 +206,7 @@ def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
 
         return jax.lax.fori_loop(0, sims + 1, body, jnp.float32(0.0))
 
-    impls.append(Impl(NETWORK, network_alone, (params, state.observation)))
+    impls.append(Impl(NETWORK, network_alone, (parts.params, parts.state.observation)))
     return impls
 
 
