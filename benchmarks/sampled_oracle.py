@@ -13,6 +13,15 @@ worth at most 0.2. A search can return ``a*`` only if it is among its root's
 10,000 NumPy Gumbel-top-``K`` draws. Reported per ``K``: both, the searches'
 rate of ``a*`` among their samples and of returning it (with a binomial
 standard error), and the rate of returning the best sampled action.
+
+``--continuous``: a 3-step 2-D planning problem with a narrow peak instead.
+``x' = x + a`` from ``x = 0``, reward ``exp(-|x' - c|^2 / (2 w^2))`` at each of
+the 3 steps (``c = (1, -0.5)``, ``w = 0.2``), discount 1, the policy a fixed
+``N(0, I)`` (a network that knows nothing). The analytic optimum is to reach
+``c`` at once and stay (return 3), so the best first action is ``c``. Reported
+per ``(K, S)``: the mean distance of the move to ``c`` over 64 searches, the
+mean distance of the root sample nearest ``c`` (the best the search could
+pick), and the fraction of moves within ``w`` of ``c``.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import math
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import jaxpuct
@@ -64,6 +74,51 @@ def run(game: two_level.TwoLevelGame, policy: str, num_samples: int, num_simulat
             "best_sampled": (out.action == best).mean(), "seconds": seconds}
 
 
+_PEAK = np.array([1.0, -0.5], np.float32)
+_WIDTH = 0.2
+_STEPS = 3
+
+
+def _peak_fn(params, rng_key, action, state):
+    """``state = (x [B, 2], t [B])``; terminal after ``_STEPS`` moves."""
+    del params, rng_key
+    x, t = state
+    new = x + action
+    reward = jnp.exp(-jnp.sum((new - _PEAK) ** 2, -1) / (2 * _WIDTH**2))
+    zeros = jnp.zeros(x.shape[:1])
+    out = jaxpuct.RecurrentFnOutput(reward=reward, discount=zeros + 1.0, value=zeros,
+                                    prior_logits=jnp.zeros((x.shape[0], 4)),
+                                    terminal=t + 1 >= _STEPS)
+    return out, (new, t + 1)
+
+
+def run_continuous(num_samples: int, num_simulations: int, runs: int, seed: int
+                   ) -> dict[str, float]:
+    root = jaxpuct.RootFnOutput(prior_logits=jnp.zeros((runs, 4)), value=jnp.zeros(runs),
+                                embedding=(jnp.zeros((runs, 2)), jnp.zeros(runs, jnp.int32)))
+    search = jax.jit(lambda keys, root: jaxpuct.sampled_policy(
+        None, keys, root, _peak_fn, num_simulations, num_samples=num_samples,
+        action_space=jaxpuct.sampled.GaussianActions(2), temperature=0.0,
+        dirichlet_fraction=0.0, selection=jaxpuct.PUCTConfig(q_normalization="minmax")))
+    keys = jax.random.split(jax.random.PRNGKey(seed), runs)
+    out = jax.device_get(search(keys, root))
+    dist = np.linalg.norm(out.action - _PEAK, axis=-1)
+    best = np.linalg.norm(out.sampled_actions - _PEAK, axis=-1).min(-1)
+    return {"distance": dist.mean(), "se": dist.std() / math.sqrt(runs),
+            "best_sample": best.mean(), "within": (dist < _WIDTH).mean()}
+
+
+def main_continuous(samples: list[int], simulations: list[int], runs: int, seed: int) -> None:
+    print(f"3-step 2-D peak c={_PEAK.tolist()} w={_WIDTH}: prior mean's distance "
+          f"{np.linalg.norm(_PEAK):.3f}; {runs} searches per row")
+    print(f"{'K':>4} {'S':>5} {'|a - c|':>15} {'best sample':>12} {'within w':>9}")
+    for k in samples:
+        for sims in simulations:
+            r = run_continuous(k, sims, runs, seed)
+            print(f"{k:>4} {sims:>5} {r['distance']:>8.3f}±{r['se']:.3f} "
+                  f"{r['best_sample']:>12.3f} {r['within']:>9.3f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actions", type=int, default=10_000)
@@ -74,7 +129,16 @@ def main() -> None:
                         choices=["puct", "gumbel"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
+    parser.add_argument("--continuous", action="store_true",
+                        help="the continuous peak problem instead (K in --samples, "
+                             "S in --simulations, 64 searches)")
+    parser.add_argument("--simulations", type=int, nargs="+", default=[32, 128, 512])
     args = parser.parse_args()
+    if args.continuous:
+        if args.quick:
+            args.samples, args.simulations = [4], [8]
+        main_continuous(args.samples, args.simulations, 64, args.seed)
+        return
     if args.quick:
         args.actions, args.samples, args.runs, args.numpy_runs = 200, [4], 16, 500
     game = two_level.TwoLevelGame(num_actions=args.actions)
