@@ -52,6 +52,10 @@ estimates the improved policy restricted to the samples (section 4).
   ``P`` is exactly ``π``: with ``K = A`` the search *is* full-width search (the
   slots hold the actions in increasing id order, so slot ``k`` is action ``k``).
   ``prior_correction="uniform"`` gives ``P(k) = 1 / K`` (the literal ``β̂``).
+* **Factored** (:class:`FactoredActions`): joint actions of ``F`` factors
+  (``A = Π n_f``) under ``π = Π_f π_f``, the network giving ``Σ n_f`` logits.
+  The same Gumbel-top-``K`` draw and prior, found by stochastic beam search
+  (:mod:`jaxpuct.factored`) without the ``A`` joint logits.
 * **Continuous** (:class:`GaussianActions`): the network's ``prior_logits`` are
   the parameters of a diagonal Gaussian, ``[mean (D), log_std (D)]``; the ``K``
   actions are i.i.d. draws, distinct almost surely, so ``β̂ = 1 / K`` per sample
@@ -84,6 +88,7 @@ import jax.numpy as jnp
 
 from jaxpuct import frame, validation
 from jaxpuct import gumbel as gumbel_lib
+from jaxpuct.factored import stochastic_beam_top_k
 from jaxpuct.final_move import lcb_action, sample_action, visit_policy
 from jaxpuct.numerics import WEIGHT_FLOOR, finite_or_zero, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
@@ -185,12 +190,18 @@ def gumbel_top_k(log_prior: chex.Array, gumbel: chex.Array, num_samples: int
     index = jnp.take_along_axis(index, order, axis=-1)
     valid = jnp.take_along_axis(valid, order, axis=-1)
     actions = jnp.where(valid, index, 0).astype(jnp.int32)
-    z = jnp.take_along_axis(log_prior, actions, axis=-1) - kappa[:, None]
+    log_q = log_inclusion(jnp.take_along_axis(log_prior, actions, axis=-1), kappa)
+    return actions, valid, jnp.where(valid, log_q, 0.0)
+
+
+def log_inclusion(log_prior: chex.Array, kappa: chex.Array) -> chex.Array:
+    """``log q = log(1 - exp(-exp(log π - κ)))`` of ``log_prior [M, K]`` given the
+    threshold ``kappa [M]`` (module docstring)."""
+    z = log_prior - kappa[:, None]
     # log(1 - exp(-e^z)) through expm1 (exact near q = 1), and z itself where
     # e^z is tiny (q = e^z to float32 precision); z = +inf gives log 1 = 0.
     small = z < _LOG_Q_SMALL
-    log_q = jnp.where(small, z, jnp.log(-jnp.expm1(-jnp.exp(jnp.where(small, 0.0, z)))))
-    return actions, valid, jnp.where(valid, log_q, 0.0)
+    return jnp.where(small, z, jnp.log(-jnp.expm1(-jnp.exp(jnp.where(small, 0.0, z)))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +249,109 @@ class DiscreteActions:
                        gumbel=jnp.where(valid, jnp.take_along_axis(gumbel, actions, -1), 0.0),
                        log_prior=jnp.where(valid, jnp.take_along_axis(log_prior, actions, -1),
                                            -jnp.inf))
+
+
+@dataclasses.dataclass(frozen=True)
+class FactoredActions:
+    """``A = n_1 · … · n_F`` discrete joint actions under a factored policy
+    ``π(a) = Π_f π_f(a_f)`` (e.g. one head per agent of a multi-agent move).
+
+    The network's ``prior_logits`` are ``[B, Σ_f n_f]``: factor 0's ``n_0``
+    logits, then factor 1's, and so on; a ``legal_action_mask`` (and the root's
+    ``invalid_actions``) of the same width masks factor values. The ``K`` joint
+    actions are drawn without replacement by stochastic beam search
+    (:func:`jaxpuct.factored.stochastic_beam_top_k`): exactly the distribution of
+    Gumbel-top-``K`` over the ``A`` joint logits, with its threshold ``κ`` for
+    the same inclusion-probability prior, at ``O(K · Σ_f n_f)`` per node instead
+    of ``O(A)``. A joint action is its mixed-radix id (factor 0 most
+    significant), ``[B]`` int32 in ``recurrent_fn``; :meth:`decode` gives the
+    factor values. A mask over joint actions that is not a product of factor
+    masks cannot be expressed: make such a joint action terminal or penalised in
+    ``recurrent_fn``.
+
+    Attributes:
+      factor_sizes: ``(n_1, …, n_F)``, each ``>= 1``, with ``Π n_f < 2^31``.
+    """
+
+    factor_sizes: tuple[int, ...]
+
+    def __post_init__(self):
+        if not isinstance(self.factor_sizes, tuple) or not self.factor_sizes:
+            raise ValueError("FactoredActions.factor_sizes must be a non-empty tuple of ints, "
+                             f"got {self.factor_sizes!r}.")
+        for i, n in enumerate(self.factor_sizes):
+            validation.check_int(f"FactoredActions.factor_sizes[{i}]", n, 1)
+        if self.num_actions >= 2**31:
+            raise ValueError("FactoredActions: the number of joint actions must be < 2^31 "
+                             f"(int32 ids), got {self.num_actions} from {self.factor_sizes}.")
+
+    @property
+    def num_actions(self) -> int:
+        """``A = Π n_f``, the joint actions."""
+        out = 1
+        for n in self.factor_sizes:
+            out *= n
+        return out
+
+    @property
+    def params_width(self) -> int:
+        """Width of ``prior_logits``: ``Σ n_f``."""
+        return sum(self.factor_sizes)
+
+    @property
+    def continuous(self) -> bool:
+        return False
+
+    def decode(self, ids: chex.Array) -> chex.Array:
+        """Joint ids ``[...]`` -> factor values ``[..., F]`` int32."""
+        values, rest = [], jnp.asarray(ids, jnp.int32)
+        for n in reversed(self.factor_sizes):
+            values.append(rest % n)
+            rest = rest // n
+        return jnp.stack(values[::-1], axis=-1)
+
+    def encode(self, values: chex.Array) -> chex.Array:
+        """Factor values ``[..., F]`` -> joint ids ``[...]`` int32."""
+        ids = jnp.zeros(values.shape[:-1], jnp.int32)
+        for f, n in enumerate(self.factor_sizes):
+            ids = ids * n + values[..., f].astype(jnp.int32)
+        return ids
+
+    def joint_mask(self, mask: chex.Array, ids: chex.Array) -> chex.Array:
+        """``[M, K]`` whether any factor value of the joint ``ids [M, K]`` is set in
+        the factor-value mask ``mask [M, Σ n_f]``."""
+        offsets = jnp.cumsum(jnp.array((0,) + self.factor_sizes[:-1]))
+        columns = self.decode(ids) + offsets.astype(jnp.int32)
+        hit = jnp.take_along_axis(mask, columns.reshape(ids.shape[0], -1), axis=-1)
+        return jnp.any(hit.reshape(columns.shape), axis=-1)
+
+    def sample(self, keys: chex.Array, logits: chex.Array, legal: chex.Array,
+               num_samples: int, correction: str) -> Samples:
+        """``K`` distinct joint actions per row from the factor logits ``[M, Σ n_f]``
+        and their mask, one row per key of ``keys [M]``."""
+        log_probs, start = [], 0
+        for n in self.factor_sizes:
+            prior, _ = prior_and_legal(logits[:, start:start + n], legal[:, start:start + n])
+            log_probs.append(jnp.where(prior > 0, jnp.log(jnp.where(prior > 0, prior, 1.0)),
+                                       -jnp.inf))
+            start += n
+        ids, log_prior, perturbed = stochastic_beam_top_k(keys, log_probs, num_samples + 1)
+        kappa = (perturbed[:, num_samples] if perturbed.shape[1] > num_samples
+                 else jnp.full(perturbed.shape[:1], -jnp.inf))
+        ids, log_prior, perturbed = (x[:, :num_samples] for x in (ids, log_prior, perturbed))
+        valid = perturbed > -jnp.inf
+        # Increasing ids with the valid slots first, as DiscreteActions stores them.
+        order = jnp.argsort(jnp.where(valid, ids, self.num_actions + ids), axis=-1)
+        ids, log_prior, perturbed, valid = (jnp.take_along_axis(x, order, axis=-1)
+                                            for x in (ids, log_prior, perturbed, valid))
+        if correction == "uniform":
+            slot_logits = jnp.zeros(ids.shape, jnp.float32)
+        else:
+            slot_logits = log_prior - log_inclusion(log_prior, kappa)
+        return Samples(actions=jnp.where(valid, ids, 0).astype(jnp.int32),
+                       logits=jnp.where(valid, slot_logits, -jnp.inf), valid=valid,
+                       gumbel=jnp.where(valid, perturbed - log_prior, 0.0),
+                       log_prior=jnp.where(valid, log_prior, -jnp.inf))
 
 
 # ------------------------------------------------------------- continuous actions
@@ -304,7 +418,7 @@ class GaussianActions:
                        valid=jnp.ones((rows, num_samples), jnp.bool_))
 
 
-ActionSpace = DiscreteActions | GaussianActions
+ActionSpace = DiscreteActions | FactoredActions | GaussianActions
 
 
 # ---------------------------------------------------------------------- expander
@@ -395,8 +509,9 @@ class SampledPolicyOutput:
 
 def _space_for(root: Any, tree: Tree | None, action_space: Any) -> ActionSpace:
     if action_space is not None:
-        if not isinstance(action_space, (DiscreteActions, GaussianActions)):
-            raise ValueError("action_space must be a DiscreteActions or GaussianActions, "
+        if not isinstance(action_space, (DiscreteActions, FactoredActions, GaussianActions)):
+            raise ValueError("action_space must be a DiscreteActions, FactoredActions or "
+                             "GaussianActions, "
                              f"got {action_space!r} of type {type(action_space).__name__}.")
         return action_space
     if tree is not None:
@@ -423,8 +538,10 @@ def _sampled_root(root: Any, rng_key: chex.PRNGKey, invalid_actions: chex.Array 
     and a :class:`SampledEmbedding` holding the draws), and the draws."""
     batch_size, width = validation.check_root(root)
     if width != space.params_width:
-        what = ("[B, A] logits" if not space.continuous
-                else f"[B, 2D] Gaussian parameters (mean, log_std) with D={space.action_dim}")
+        what = (f"[B, 2D] Gaussian parameters (mean, log_std) with D={space.action_dim}"
+                if space.continuous else
+                f"the factor logits of {space.factor_sizes}, concatenated"
+                if isinstance(space, FactoredActions) else "[B, A] logits")
         raise ValueError(f"root.prior_logits must have shape [B={batch_size}, "
                          f"{space.params_width}] ({what}), got {list(root.prior_logits.shape)}.")
     if invalid_actions is not None:
@@ -496,13 +613,14 @@ def sampled_policy(
         vectors, ``prior_logits`` of the output ``[B, P]`` as at the root.
       num_simulations: simulations per tree (>= 1).
       invalid_actions: optional ``[B, A]`` bool, root actions never to draw
-        (discrete only).
+        (discrete only; ``[B, Σ n_f]`` factor values with
+        :class:`FactoredActions`).
       max_depth: optional longest path (>= 1).
       num_samples: ``K >= 1`` actions per node (at most ``A`` for discrete
         actions); default: the continued tree's ``K``, else
         ``min(20, A)`` (the paper and LightZero use 20).
-      action_space: :class:`DiscreteActions` (default, ``A`` from the root) or
-        :class:`GaussianActions`.
+      action_space: :class:`DiscreteActions` (default, ``A`` from the root),
+        :class:`FactoredActions` or :class:`GaussianActions`.
       prior_correction: ``"inclusion"`` (default) or ``"uniform"``: the prior over
         discrete samples drawn without replacement (module docstring).
       max_nodes: node capacity (default ``num_simulations + 1``).
@@ -555,11 +673,14 @@ def sampled_policy(
                 raise ValueError("invalid_actions is for discrete actions, got an array "
                                  "with GaussianActions.")
             validation.check_mask("invalid_actions", invalid_actions,
-                                  (batch_size, space.num_actions))
-            # A root slot is invalid where the action it holds is.
-            slot_invalid = jnp.take_along_axis(invalid_actions.astype(jnp.bool_),
-                                               tree.embeddings.actions[:, Tree.ROOT_INDEX],
-                                               axis=-1)
+                                  (batch_size, space.params_width))
+            # A root slot is invalid where the action it holds is (with factored
+            # actions: where one of its factor values is).
+            held = tree.embeddings.actions[:, Tree.ROOT_INDEX]
+            invalid_actions = invalid_actions.astype(jnp.bool_)
+            slot_invalid = (space.joint_mask(invalid_actions, held)
+                            if isinstance(space, FactoredActions)
+                            else jnp.take_along_axis(invalid_actions, held, axis=-1))
     prepared = frame.prepare(wide, rng_key, num_simulations, slot_invalid, options,
                              tree=tree, max_nodes=max_nodes,
                              noise=(dirichlet_fraction, dirichlet_alpha, None),

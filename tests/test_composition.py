@@ -202,3 +202,78 @@ def test_continued_tree_refuses_another_kind_or_capacity():
     with pytest.raises(ValueError, match="leaves_per_step"):
         jaxpuct.search(_FOREST, jax.random.PRNGKey(0), None, _GAME_RF, S, tree=tree,
                        virtual_loss=jaxpuct.VirtualLoss())
+
+
+# ------------------------------------------------- sampled_gumbel_policy's cells
+# Appended apart from the table above (same features and modes, same checks), so
+# the table's own edits and these merge apart. The Gumbel root over K sampled
+# actions takes no Dirichlet noise (its noise is the Gumbel draw that chose the
+# samples, as for gumbel_policy); it refuses several leaves and early stopping as
+# every Gumbel root does, a continued tree because sequential halving ranks the
+# root's samples by the draw that chose them, and graph search and the solver as
+# every sampled-action search does.
+SAMPLED_GUMBEL_REFUSED = {
+    **{("sampled_gumbel", f, "graph"): ["graph=", "sampled actions"]
+       for f in FEATURES if f != "dirichlet"},
+    ("sampled_gumbel", "reuse", "tree"): ["tree=", "sequential halving"],
+    ("sampled_gumbel", "leaves", "tree"): ["leaves_per_step", "sequential halving"],
+    ("sampled_gumbel", "solver", "tree"): ["solver=", "sampled actions"],
+    ("sampled_gumbel", "early_stop", "tree"): ["early_stop", "sequential halving"],
+}
+SAMPLED_GUMBEL_CELLS = [("sampled_gumbel", f, m) for f in FEATURES for m in MODES
+                        if f != "dirichlet"]
+
+
+@functools.partial(sc.jit, static_argnames=("feature", "mode"))
+def _run_sampled_gumbel(key, *, feature, mode):
+    """One cell's search (a refused cell raises while tracing: nothing compiled)."""
+    kw = _keywords("gumbel", feature, mode)
+    root = random_games.root(_FOREST, jnp.asarray(_ROOTS), with_hash=True)
+    out = jaxpuct.sampled_gumbel_policy(_FOREST, key, root, _GAME_RF, S, num_samples=2, **kw)
+    if feature != "reuse":
+        return out
+    tree, _ = jaxpuct.subtree(out.search_tree, out.action_slot)
+    kw.pop("max_nodes")
+    return jaxpuct.sampled_gumbel_policy(_FOREST, jax.random.fold_in(key, 1), None, _GAME_RF,
+                                         S, tree=tree, num_samples=2, **kw)
+
+
+@pytest.mark.parametrize("policy, feature, mode", SAMPLED_GUMBEL_CELLS,
+                         ids=[f"{p}-{f}-{m}" for p, f, m in SAMPLED_GUMBEL_CELLS])
+def test_sampled_gumbel_with_feature(policy, feature, mode):
+    key = jax.random.PRNGKey(7)
+    if (policy, feature, mode) in SAMPLED_GUMBEL_REFUSED:
+        with pytest.raises(ValueError) as info:
+            _run_sampled_gumbel(key, feature=feature, mode=mode)
+        for word in SAMPLED_GUMBEL_REFUSED[policy, feature, mode]:
+            assert word in str(info.value), (word, str(info.value))
+        return
+    out = jax.device_get(_run_sampled_gumbel(key, feature=feature, mode=mode))
+    tree = out.search_tree
+    assert tree.kind == "sampled" and tree.num_actions == 2
+    check_tree(tree, S)
+    legal = np.asarray(tree.children_index[:, 0]) != jaxpuct.ILLEGAL
+    root_actions = np.asarray(out.sampled_actions)
+    for b in range(B):
+        assert legal[b].any()
+        slot = out.action_slot[b]
+        assert 0 <= slot < 2 and legal[b, slot], (b, slot)
+        assert out.action[b] == root_actions[b, slot]
+        np.testing.assert_allclose(out.action_weights[b].sum(), 1.0, rtol=1e-5)
+        assert np.all(out.action_weights[b][~legal[b]] == 0)
+        # Drawn without replacement: the root's valid slots hold distinct actions.
+        assert len(set(root_actions[b, legal[b]])) == legal[b].sum()
+    if feature == "lcb":
+        assert tree.node_sq_values is not None
+        # KataGo's LCB move is a visited root slot (the Gumbel move need not be).
+        assert np.all(tree.edge_visits[np.arange(B), 0, out.action_slot] > 0)
+
+
+def test_sampled_gumbel_takes_no_dirichlet_noise():
+    """Not applicable by design, not forgotten: the Gumbel root's noise is the Gumbel
+    draw that chose the samples, and the policy has no Dirichlet arguments."""
+    import inspect
+
+    params = inspect.signature(jaxpuct.sampled_gumbel_policy).parameters
+    assert "dirichlet_fraction" not in params and "dirichlet_alpha" not in params
+    assert "dirichlet_fraction" in inspect.signature(jaxpuct.sampled_policy).parameters

@@ -126,3 +126,15 @@ def test_readme_examples_run():
     for line, code in blocks:
         exec(compile("\n" * (line - 1) + code, path, "exec"), namespace)
     assert [int(n) for n in namespace["tree"].num_nodes] == [35, 35]
+
+
+def test_sampled_search_page_example_runs():
+    """docs/sampled_search.md (a reference page, not in the guide) has one example:
+    a continuous search, one compilation; it asserts its move nears the target."""
+    page = ROOT / "docs" / "sampled_search.md"
+    blocks = [(line, code) for line, info, code in code_blocks(page.read_text())
+              if info.split()[:1] == ["python"]]
+    assert len(blocks) == 1
+    namespace = {"__name__": "sampled_search_page"}
+    for line, code in blocks:
+        exec(compile("\n" * (line - 1) + code, str(page), "exec"), namespace)

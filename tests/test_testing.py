@@ -377,3 +377,82 @@ def test_conformance_rejects_batch_size_zero():
     with pytest.raises(jt.ConformanceError, match="B = 0") as info:
         jt.check_recurrent_fn(_counter_fn(), None, _counter_root(batch=0))
     assert info.value.field == "prior_logits"
+
+
+# ------------------------------------------------------- conformance: sampled actions
+
+_D = 2
+
+
+def _vector_fn(fault=None, seen=None):
+    """x' = x + a on ``[B, 2]`` states; the policy is N(x' + 1, e^-5): a move drawn
+    from a state's own Gaussian is within a few e^-5 of x + 1. ``seen`` records the
+    eager calls' ``(action, x)``; ``fault(out, x') -> (out, x')`` plants a fault."""
+
+    def fn(params, key, action, x):
+        if seen is not None and not isinstance(action, jax.core.Tracer):
+            seen.append((np.asarray(action), np.asarray(x)))
+        new = x + action
+        zeros = jnp.zeros(x.shape[:1])
+        out = jaxpuct.RecurrentFnOutput(
+            reward=-jnp.sum(new * new, -1), discount=zeros + 0.5, value=zeros,
+            prior_logits=jnp.concatenate([new + 1.0, jnp.full_like(new, -5.0)], -1))
+        return (out, new) if fault is None else fault(out, new)
+
+    return fn
+
+
+_VECTOR_ROOT = jaxpuct.RootFnOutput(
+    prior_logits=jnp.concatenate([jnp.ones((3, _D)), jnp.full((3, _D), -5.0)], -1),
+    value=jnp.zeros(3), embedding=jnp.zeros((3, _D)))
+
+
+def test_conformance_plays_gaussian_vectors_from_each_state():
+    seen = []
+    report = jt.check_recurrent_fn(_vector_fn(seen=seen), None, _VECTOR_ROOT, num_steps=3,
+                                   action_space=jaxpuct.sampled.GaussianActions(_D))
+    assert report.num_steps == 3 and report.action_dim == _D and report.num_actions == 2 * _D
+    assert report.warnings == ()
+    batched = [(a, x) for a, x in seen if a.shape[0] == 3]
+    assert len(batched) == 3
+    for action, x in batched:
+        assert action.shape == (3, _D) and action.dtype == np.float32
+        # Drawn from N(x + 1, e^-5): the state's own policy, not a fixed one.
+        np.testing.assert_allclose(action, x + 1.0, atol=0.05)
+    assert np.abs(batched[-1][1]).max() > 2  # the states moved: x = 0, 1, 3
+
+
+@pytest.mark.parametrize("fault, field, check, words", [
+    # An id game handed vectors: indexing by a float action raises.
+    (lambda out, x: (out.replace(value=jnp.take(out.value, x[:, 0])), x), "recurrent_fn",
+     "call", ["raised"]),
+    # D logits instead of the 2D Gaussian parameters.
+    (lambda out, x: (out.replace(prior_logits=out.prior_logits[:, :_D]), x), "prior_logits",
+     "shape", ["(3, 4)"]),
+    (lambda out, x: (out.replace(prior_logits=out.prior_logits.at[:, -1].set(jnp.nan)), x),
+     "prior_logits", "finite", ["mean and log std"]),
+    (lambda out, x: (out, x + jnp.arange(3.0)[:, None]), "embedding", "batch_independence",
+     ["leaks across the batch"]),
+])
+def test_conformance_names_faults_with_gaussian_actions(fault, field, check, words):
+    with pytest.raises(jt.ConformanceError) as info:
+        jt.check_recurrent_fn(_vector_fn(fault), None, _VECTOR_ROOT, num_steps=2,
+                              check_jit=False,
+                              action_space=jaxpuct.sampled.GaussianActions(_D))
+    assert (info.value.field, info.value.check) == (field, check), str(info.value)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+def test_conformance_with_discrete_sampled_actions_checks_the_space():
+    fn = tictactoe.make_recurrent_fn()
+    report = jt.check_recurrent_fn(fn, None, _ttt_root(), num_steps=2, check_jit=False,
+                                   check_batch_independence=False,
+                                   action_space=jaxpuct.sampled.DiscreteActions(9))
+    assert report.num_actions == 9 and report.action_dim is None
+    with pytest.raises(jt.ConformanceError, match="has 9 actions, expected 10"):
+        jt.check_root(_ttt_root(), action_space=jaxpuct.sampled.DiscreteActions(10))
+    with pytest.raises(jt.ConformanceError, match="2D = 18"):
+        jt.check_root(_ttt_root(), action_space=jaxpuct.sampled.GaussianActions(9))
+    with pytest.raises(ValueError, match="action_space must be"):
+        jt.check_recurrent_fn(fn, None, _ttt_root(), action_space="gaussian")

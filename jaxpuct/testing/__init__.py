@@ -13,7 +13,11 @@ Submodules:
 * :mod:`jaxpuct.testing.stochastic_games`: stochastic games for chance-node
   search: a hashed game, and 2048 on an ``n x n`` board with an exact NumPy
   expectimax solver;
-* :mod:`jaxpuct.testing.synthetic`: a cheap hashed-integer game for benchmarks;
+* :mod:`jaxpuct.testing.synthetic`: a cheap hashed-integer game for benchmarks
+  (and its factored-policy variant);
+* :mod:`jaxpuct.testing.two_level`: a two-level game with many root actions and
+  a known optimum, and the exact probability that ``K`` samples drawn without
+  replacement contain it (the oracle of sampled search);
 * :mod:`jaxpuct.testing.pure_search`: search functions with a uniform prior and a
   zero value for any :class:`jaxpuct.envs.adapter.Environment`;
 * :mod:`jaxpuct.testing.checks`: :func:`check_tree`, structural invariants of a
@@ -22,7 +26,14 @@ Submodules:
   user's ``recurrent_fn`` and root against the search's interface.
 """
 
-from jaxpuct.testing import pure_search, random_games, stochastic_games, synthetic, tictactoe
+from jaxpuct.testing import (
+    pure_search,
+    random_games,
+    stochastic_games,
+    synthetic,
+    tictactoe,
+    two_level,
+)
 from jaxpuct.testing._common import (
     MASKED_LOGIT,
     RecurrentFn,
@@ -58,5 +69,6 @@ __all__ = [
     "stochastic_games",
     "synthetic",
     "tictactoe",
+    "two_level",
     "zero_apply",
 ]

@@ -31,7 +31,18 @@ checks, at every step,
   expects the outcome in the reward and a terminal value of 0.
 
 The root is checked the same way (shapes, dtypes, prior logits consistent with its
-legal mask). The first failed check raises :class:`ConformanceError`, whose
+legal mask).
+
+**Sampled actions** (:mod:`jaxpuct.sampled`): with ``action_space=`` the moves
+played are what a sampled search passes. ``DiscreteActions(A)``: ``[B]`` int32 ids,
+as for full-width search, with ``A`` checked against the space.
+``GaussianActions(D)``: ``[B, D]`` float32 vectors drawn from each state's own
+Gaussian (as the search draws them), ``prior_logits`` ``[B, 2D]`` are the
+Gaussian's parameters (mean, then ``log σ``) and must be finite (the search
+would read a non-finite one as 0), and a ``legal_action_mask`` is reported as
+ignored (every vector is an action; terminal states still end the game).
+
+The first failed check raises :class:`ConformanceError`, whose
 message names the field and says what to fix; non-fatal findings are returned in
 :attr:`ConformanceReport.warnings` (and emitted with :func:`warnings.warn`).
 """
@@ -47,6 +58,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpuct.sampled import DiscreteActions, GaussianActions
 from jaxpuct.testing._common import RecurrentFn
 
 __all__ = ["ConformanceError", "ConformanceReport", "ConformanceWarning",
@@ -80,13 +92,15 @@ class ConformanceReport:
 
     Attributes:
       batch_size: ``B``.
-      num_actions: ``A``.
+      num_actions: ``A``, the width of ``prior_logits`` (``2D`` with
+        ``GaussianActions``).
       num_steps: steps played.
       has_legal_mask: the outputs carry ``legal_action_mask`` (read from the
         output's structure, without playing, when no step was played).
       has_terminal: the outputs carry ``terminal`` (likewise).
       has_state_hash: the root and outputs carry ``state_hash``.
       warnings: non-fatal findings, one sentence each.
+      action_dim: ``D`` of the vectors played (``GaussianActions``), else ``None``.
     """
 
     batch_size: int
@@ -96,6 +110,7 @@ class ConformanceReport:
     has_terminal: bool
     has_state_hash: bool
     warnings: tuple[str, ...] = ()
+    action_dim: int | None = None
 
 
 _FLOAT_B = ("reward", "discount", "value")
@@ -180,15 +195,37 @@ def _check_logits(field: str, logits: np.ndarray, legal: np.ndarray | None,
               "legal_action_mask")
 
 
-def check_root(root: Any, *, num_actions: int | None = None) -> tuple[int, int]:
+def _check_gaussian_params(field: str, params: np.ndarray, rows: np.ndarray) -> None:
+    if not np.isfinite(params[rows]).all():
+        _fail(field, "finite", "contains NaN or inf; with GaussianActions prior_logits are "
+              "the Gaussian's mean and log std, which must be finite (the search reads a "
+              "non-finite one as 0)")
+
+
+def _check_action_space(action_space: Any) -> None:
+    if action_space is not None and not isinstance(action_space,
+                                                   (DiscreteActions, GaussianActions)):
+        raise ValueError("action_space must be None, a jaxpuct.sampled.DiscreteActions or a "
+                         f"jaxpuct.sampled.GaussianActions, got {action_space!r} of type "
+                         f"{type(action_space).__name__}.")
+
+
+def check_root(root: Any, *, num_actions: int | None = None,
+               action_space: DiscreteActions | GaussianActions | None = None
+               ) -> tuple[int, int]:
     """Checks a root (``jaxpuct.RootFnOutput``); returns ``(B, A)``.
 
     ``prior_logits`` ``[B, A]`` float, ``value`` ``[B]`` float and finite,
     ``legal_action_mask`` ``[B, A]`` bool (optional), ``state_hash`` ``[B, 2]``
     uint32 (optional), every embedding leaf ``[B, ...]``; prior logits never NaN
-    or ``+inf``, and ``-inf`` only on illegal actions. Raises
-    :class:`ConformanceError`.
+    or ``+inf``, and ``-inf`` only on illegal actions. With ``action_space`` (a
+    sampled search's, :mod:`jaxpuct.sampled`) the width is the space's: ``A`` for
+    ``DiscreteActions(A)``, ``2D`` finite Gaussian parameters for
+    ``GaussianActions(D)``. Raises :class:`ConformanceError`.
     """
+    _check_action_space(action_space)
+    if action_space is not None:
+        num_actions = action_space.params_width
     for name in ("prior_logits", "value", "embedding"):
         if not hasattr(root, name):
             _fail(name, "missing", f"the root has no field {name!r}; build it with "
@@ -201,6 +238,9 @@ def check_root(root: Any, *, num_actions: int | None = None) -> tuple[int, int]:
         _fail("prior_logits", "shape", f"has batch size B = {batch} (shape {logits.shape}); "
               "expected B >= 1: the search needs at least one root")
     if num_actions is not None and actions != num_actions:
+        if isinstance(action_space, GaussianActions):
+            _fail("prior_logits", "shape", f"has width {actions}, expected 2D = {num_actions} "
+                  f"(the mean and log std of GaussianActions(D={action_space.action_dim}))")
         _fail("prior_logits", "shape", f"has {actions} actions, expected {num_actions}")
     _check_array("prior_logits", logits, (batch, actions), "float")
     value = _check_array("value", root.value, (batch,), "float")
@@ -211,7 +251,10 @@ def check_root(root: Any, *, num_actions: int | None = None) -> tuple[int, int]:
         legal = _check_array("legal_action_mask", legal, (batch, actions), "bool")
     if getattr(root, "state_hash", None) is not None:
         _check_array("state_hash", root.state_hash, (batch, 2), "uint32")
-    _check_logits("prior_logits", logits, legal, np.arange(batch))
+    if isinstance(action_space, GaussianActions):
+        _check_gaussian_params("prior_logits", logits, np.arange(batch))
+    else:
+        _check_logits("prior_logits", logits, legal, np.arange(batch))
     _embedding_spec(root.embedding, batch)
     return batch, actions
 
@@ -239,6 +282,19 @@ def _outputs(out: Any, batch: int, actions: int, with_hash: bool) -> dict[str, n
     if state_hash is not None:
         fields["state_hash"] = _check_array("state_hash", state_hash, (batch, 2), "uint32")
     return fields
+
+
+def _random_vectors(rng: np.random.Generator, space: GaussianActions,
+                    params: np.ndarray) -> np.ndarray:
+    """``[B, D]`` float32: one draw from each row's Gaussian ``params [B, 2D]``, as
+    the sampled search draws its actions."""
+    mean, log_std = (np.asarray(x, np.float32) for x in space.mean_and_log_std(
+        jnp.asarray(params, jnp.float32)))
+    return (mean + np.exp(log_std) * rng.standard_normal(mean.shape)).astype(np.float32)
+
+
+def _action_text(action: np.ndarray) -> str:
+    return str(int(action)) if np.ndim(action) == 0 else np.array2string(action, precision=3)
 
 
 def _random_legal_actions(rng: np.random.Generator, legal: np.ndarray | None, batch: int,
@@ -273,10 +329,10 @@ def _state_hash(out: Any, embedding: Any, batch: int,
 
 
 def _optional_fields(recurrent_fn: RecurrentFn, params: Any, key: jax.Array, embedding: Any,
-                     batch: int) -> tuple[bool, bool]:
-    """``(has legal_action_mask, has terminal)`` of ``recurrent_fn``'s output, from
-    ``jax.eval_shape`` (nothing is computed), or one eager call where that fails."""
-    action = jnp.zeros((batch,), jnp.int32)
+                     action: jax.Array) -> tuple[bool, bool]:
+    """``(has legal_action_mask, has terminal)`` of ``recurrent_fn``'s output on
+    ``action`` (zeros of the played actions' shape), from ``jax.eval_shape``
+    (nothing is computed), or one eager call where that fails."""
     try:
         out, _ = jax.eval_shape(recurrent_fn, params, key, action, embedding)
     except Exception:  # noqa: BLE001 - not traceable: the eager call below says more
@@ -290,17 +346,21 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
                        seed: int = 0, check_jit: bool = True,
                        check_batch_independence: bool = True,
                        atol: float = 1e-5,
-                       hash_fn: Callable[[Any], Any] | None = None) -> ConformanceReport:
+                       hash_fn: Callable[[Any], Any] | None = None,
+                       action_space: DiscreteActions | GaussianActions | None = None
+                       ) -> ConformanceReport:
     """Checks ``recurrent_fn`` (and ``root``) against the search's interface.
 
     Plays ``num_steps`` random legal moves from ``root`` (uniform over each
     element's legal actions; every action where no mask is given) and runs the
     checks of the module docstring at every step. Stops early when no element has
-    a legal action left.
+    a legal action left. With ``action_space=GaussianActions(D)`` the moves are
+    ``[B, D]`` vectors drawn from each state's Gaussian (module docstring).
 
     Args:
-      recurrent_fn: ``recurrent_fn(params, rng_key, action [B] int32, embedding)
-        -> (RecurrentFnOutput, embedding)``.
+      recurrent_fn: ``recurrent_fn(params, rng_key, action, embedding)
+        -> (RecurrentFnOutput, embedding)``; ``action`` is ``[B]`` int32 ids, or
+        ``[B, D]`` float32 vectors with ``GaussianActions(D)``.
       params: passed through to ``recurrent_fn``.
       root: a ``jaxpuct.RootFnOutput`` with ``B`` states (e.g. your ``root_fn``'s
         output). ``B >= 2`` makes the batch-independence check meaningful.
@@ -317,6 +377,9 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
       hash_fn: the ``GraphConfig.hash_fn`` graph search will use (``embedding
         [B, ...] -> [B, 2]`` uint32), checked like ``state_hash`` on the root's
         and every new embedding.
+      action_space: ``None`` (full-width search) or the
+        :func:`jaxpuct.sampled_policy` ``action_space`` the function will be
+        searched with: ``DiscreteActions(A)`` or ``GaussianActions(D)``.
 
     Returns:
       A :class:`ConformanceReport` (warnings included).
@@ -327,22 +390,30 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
     """
     if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 0:
         raise ValueError(f"num_steps must be an int >= 0, got {num_steps!r}.")
-    batch, actions = check_root(root)
+    batch, actions = check_root(root, action_space=action_space)
+    gaussian = action_space if isinstance(action_space, GaussianActions) else None
     treedef, spec = _embedding_spec(root.embedding, batch)
     with_hash = getattr(root, "state_hash", None) is not None
     parent_hash = _state_hash(root, root.embedding, batch, hash_fn)
     hash_moves = hash_kept = 0
     legal = getattr(root, "legal_action_mask", None)
     legal = None if legal is None else np.asarray(legal)
+    found: list[str] = []
+    if gaussian is not None and legal is not None:
+        found.append("the root's legal_action_mask is ignored with GaussianActions: every "
+                     "sampled vector is an action")
+        legal = None
+    policy_params = np.asarray(root.prior_logits)
     rng = np.random.default_rng(seed)
     key = jax.random.PRNGKey(seed) if rng_key is None else rng_key
     jitted = jax.jit(recurrent_fn) if check_jit else None
     embedding = root.embedding
-    found: list[str] = []
     has_legal = has_terminal = False
     steps = 0
     for step in range(num_steps):
         action_np, active = _random_legal_actions(rng, legal, batch, actions)
+        if gaussian is not None:
+            action_np = _random_vectors(rng, gaussian, policy_params)
         if not active.any():
             break
         key, step_key = jax.random.split(key)
@@ -389,9 +460,16 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
                       f"step {step}; every {name} must be finite (a diverged network? "
                       "use jnp.nan_to_num or fix the model)")
         new_legal = fields.get("legal_action_mask")
-        _check_logits("prior_logits", fields["prior_logits"], new_legal, rows)
         if new_legal is not None:
             has_legal = True
+        if gaussian is not None:
+            _check_gaussian_params("prior_logits", fields["prior_logits"], rows)
+            if new_legal is not None and not any("ignored" in f for f in found):
+                found.append(f"step {step}: legal_action_mask is ignored with "
+                             "GaussianActions: every sampled vector is an action")
+            new_legal = None
+        else:
+            _check_logits("prior_logits", fields["prior_logits"], new_legal, rows)
         if "terminal" in fields:
             has_terminal = True
             terminal = fields["terminal"]
@@ -441,10 +519,11 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
             hash_moves, hash_kept = hash_moves + rows.size, hash_kept + kept.size
             if kept.size:
                 found.append(f"step {step}: the state hash of batch element {int(kept[0])} "
-                             f"did not change with action {int(action_np[kept[0]])}; graph "
-                             "search reads that as a move back to the same state")
+                             f"did not change with action {_action_text(action_np[kept[0]])}; "
+                             "graph search reads that as a move back to the same state")
             parent_hash = child_hash
         embedding = new_embedding
+        policy_params = fields["prior_logits"]
         legal = new_legal if new_legal is not None else legal
         if "terminal" in fields:
             legal = (np.ones((batch, actions), bool) if legal is None else legal) & \
@@ -459,10 +538,13 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
     if steps == 0:
         # Nothing was played (num_steps=0, or no legal move at the root): read which
         # optional fields the output has from its structure alone.
+        zeros = (jnp.zeros((batch,), jnp.int32) if gaussian is None
+                 else jnp.zeros((batch, gaussian.action_dim), jnp.float32))
         has_legal, has_terminal = _optional_fields(recurrent_fn, params, key, root.embedding,
-                                                   batch)
+                                                   zeros)
     for message in found:
         warnings.warn(message, ConformanceWarning, stacklevel=2)
     return ConformanceReport(batch_size=batch, num_actions=actions, num_steps=steps,
                              has_legal_mask=has_legal, has_terminal=has_terminal,
-                             has_state_hash=with_hash, warnings=tuple(found))
+                             has_state_hash=with_hash, warnings=tuple(found),
+                             action_dim=None if gaussian is None else gaussian.action_dim)

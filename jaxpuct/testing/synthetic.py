@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from jaxpuct.types import RecurrentFnOutput, RootFnOutput
 
-__all__ = ["mix32", "synthetic_game", "synthetic_hash"]
+__all__ = ["factored_synthetic_game", "mix32", "synthetic_game", "synthetic_hash"]
 
 _HASH_SALT = 0x5BD1E995
 
@@ -85,6 +85,65 @@ def synthetic_game(batch_size: int, num_actions: int, logit_scale: float = 3.0,
         out = RecurrentFnOutput(reward=zeros, discount=zeros - 1.0, prior_logits=logits,
                                 value=value,
                                 state_hash=synthetic_hash(new) if with_hash else None)
+        return out, new
+
+    return root, recurrent_fn
+
+
+def _factor_logits(ids: jax.Array, factor_sizes: tuple[int, ...],
+                   logit_scale: float) -> jax.Array:
+    """``[B, Σ n_f]`` float32: factor ``f``'s value ``v`` scores
+    ``logit_scale * sin(u1 + (v + f) * u2)``."""
+    u1 = (ids & jnp.uint32(0xFFFF)).astype(jnp.float32) * (2 * math.pi / 65536)
+    u2 = (ids >> 16).astype(jnp.float32) * (2 * math.pi / 65536)
+    values = jnp.concatenate([jnp.arange(n, dtype=jnp.float32) + f
+                              for f, n in enumerate(factor_sizes)])
+    return logit_scale * jnp.sin(u1[:, None] + values * u2[:, None])
+
+
+def _joint_logits(factor_logits: jax.Array, factor_sizes: tuple[int, ...]) -> jax.Array:
+    """``[B, Π n_f]``: the outer sum of the factor logits, joint id in mixed radix
+    (factor 0 most significant), so that softmax of it is the product policy."""
+    joint, start = jnp.zeros((factor_logits.shape[0], 1)), 0
+    for n in factor_sizes:
+        part = factor_logits[:, start:start + n]
+        joint = (joint[:, :, None] + part[:, None, :]).reshape(factor_logits.shape[0], -1)
+        start += n
+    return joint
+
+
+def factored_synthetic_game(batch_size: int, factor_sizes: tuple[int, ...],
+                            logit_scale: float = 1.0, *, joint: bool = False
+                            ) -> tuple[RootFnOutput, Callable]:
+    """:func:`synthetic_game` with ``A = Π n_f`` joint actions and a factored policy
+    ``π = Π_f π_f`` (one head per factor, as for the joint move of several agents).
+
+    Args:
+      batch_size: ``B``.
+      factor_sizes: ``(n_1, …, n_F)``.
+      logit_scale: scale of each factor's sin logits.
+      joint: give the ``[B, A]`` joint logits (their outer sum, the same policy:
+        for full-width search and ``DiscreteActions``) instead of the ``[B, Σ n_f]``
+        factor logits (for ``jaxpuct.sampled.FactoredActions``).
+
+    Returns:
+      ``(root, recurrent_fn)`` as :func:`synthetic_game` (``action [B]`` a joint id).
+    """
+    def policy(ids):
+        logits = _factor_logits(ids, factor_sizes, logit_scale)
+        return _joint_logits(logits, factor_sizes) if joint else logits
+
+    ids = mix32(jnp.arange(batch_size, dtype=jnp.uint32) + jnp.uint32(12345))
+    value = jnp.cos(3.0 * (ids & jnp.uint32(0xFFFF)).astype(jnp.float32) * (2 * math.pi / 65536))
+    root = RootFnOutput(prior_logits=policy(ids), value=value, embedding=ids)
+
+    def recurrent_fn(params, rng_key, action, ids):
+        del params, rng_key
+        new = mix32(ids * jnp.uint32(0x9E3779B1) + action.astype(jnp.uint32) + jnp.uint32(1))
+        u1 = (new & jnp.uint32(0xFFFF)).astype(jnp.float32) * (2 * math.pi / 65536)
+        zeros = jnp.zeros_like(u1)
+        out = RecurrentFnOutput(reward=zeros, discount=zeros - 1.0, prior_logits=policy(new),
+                                value=jnp.cos(3.0 * u1))
         return out, new
 
     return root, recurrent_fn
