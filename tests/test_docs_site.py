@@ -101,11 +101,14 @@ def test_guide_pages_figures_and_the_alphazero_policy_signature_load_in_chromium
     probe = tmp_path / "probe.html"
     probe.write_text(PROBE % "".join(f'<iframe src="{url}"></iframe>' for url in urls))
 
-    dom = subprocess.run(
+    # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+    run = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          "--allow-file-access-from-files", f"--user-data-dir={tmp_path / 'profile'}",
          "--dump-dom", probe.as_uri()],
-        capture_output=True, text=True, timeout=60, check=True).stdout
+        capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    dom = run.stdout
     match = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
     assert match is not None, dom[:2000]
     text = match.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")

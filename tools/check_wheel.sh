@@ -13,12 +13,14 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 WORK=$(mktemp -d /tmp/jaxpuct-wheel.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-step() { echo "== $*"; }
+step() { echo "== [${SECONDS}s] $*"; }
+# pip and build print pages of notices; keep them in a log, shown when a step fails.
+quiet() { "$@" >>"$WORK/install.log" 2>&1 || { tail -40 "$WORK/install.log"; exit 1; }; }
 
 step "build sdist and wheel into $WORK/dist"
 "$PYTHON" -m venv "$WORK/build-env"
-"$WORK/build-env/bin/pip" install -q build
-"$WORK/build-env/bin/python" -m build -q --outdir "$WORK/dist" . >/dev/null
+quiet "$WORK/build-env/bin/pip" install build
+quiet "$WORK/build-env/bin/python" -m build --outdir "$WORK/dist" .
 ls "$WORK/dist"
 WHEEL=$(ls "$WORK"/dist/jaxpuct-*.whl)
 SDIST=$(ls "$WORK"/dist/jaxpuct-*.tar.gz)
@@ -39,7 +41,7 @@ echo "$(tar -tzf "$SDIST" | wc -l) entries; every tracked file of tests/ example
 
 step "wheel alone (core dependencies): the README quickstart"
 "$PYTHON" -m venv "$WORK/core"
-"$WORK/core/bin/pip" install -q "$WHEEL"
+quiet "$WORK/core/bin/pip" install "$WHEEL"
 # The first ```python block after '## Quickstart' in the README.
 awk '/^## Quickstart/{q=1} q&&/^```python/{p=1;next} p&&/^```/{exit} p' README.md \
     > "$WORK/quickstart.py"
@@ -50,7 +52,7 @@ grep -qx '\[2 2 2 2\]' "$WORK/quickstart.out"
 
 step "wheel + examples extra: examples/demo.py, one iteration"
 "$PYTHON" -m venv "$WORK/examples-env"
-"$WORK/examples-env/bin/pip" install -q "$WHEEL[examples]"
+quiet "$WORK/examples-env/bin/pip" install "$WHEEL[examples]"
 mkdir "$WORK/run" && cp -r "$WORK/sdist/examples" "$WORK/run/examples"
 # An untrained agent loses to minimax, so the demo's exit status is 1 after one
 # iteration; what is checked is that the iteration and the final evaluation ran.
@@ -61,4 +63,4 @@ mkdir "$WORK/run" && cp -r "$WORK/sdist/examples" "$WORK/run/examples"
 tail -5 "$WORK/run/demo.out"
 grep -q '^Final evaluation at iteration 1 ' "$WORK/run/demo.out"
 grep -q '^Losses against minimax' "$WORK/run/demo.out"
-step "ok"
+step "ok: the wheel installs alone"
