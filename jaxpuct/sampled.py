@@ -98,6 +98,19 @@ from jaxpuct.tree import NodeData, SampledLayout, Tree
 from jaxpuct.types import RecurrentFn, RootFnOutput
 from jaxpuct.virtual_loss import VirtualLoss
 
+# The public names (reached as ``jaxpuct.sampled.*``; the two policies are also
+# top-level); the API reference lists these.
+__all__ = [
+    "DiscreteActions",
+    "GaussianActions",
+    "SampledEmbedding",
+    "SampledExpander",
+    "SampledPolicyOutput",
+    "gumbel_top_k",
+    "sampled_gumbel_policy",
+    "sampled_policy",
+]
+
 # K of Hubert et al. (2021) for control, and LightZero's default.
 DEFAULT_NUM_SAMPLES = 20
 PriorCorrection = Literal["inclusion", "uniform"]
