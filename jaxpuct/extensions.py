@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import chex
+import jax
 import jax.numpy as jnp
 
 from jaxpuct.selection import SelectionRule
@@ -47,7 +47,7 @@ class Extension:
         del selection
         return rule
 
-    def stop(self, tree: Tree, node: chex.Array) -> chex.Array | None:
+    def stop(self, tree: Tree, node: jax.Array) -> jax.Array | None:
         del tree, node
         return None
 
@@ -55,7 +55,7 @@ class Extension:
         del walk, several
         return tree
 
-    def done(self, tree: Tree) -> chex.Array | None:
+    def done(self, tree: Tree) -> jax.Array | None:
         del tree
         return None
 
@@ -94,7 +94,7 @@ def stop_fn(extensions: Sequence[Extension], tree: Tree) -> StopFn | None:
     if not active:
         return None
 
-    def stop(tree: Tree, node: chex.Array) -> chex.Array:
+    def stop(tree: Tree, node: jax.Array) -> jax.Array:
         result = active[0].stop(tree, node)
         for extension in active[1:]:
             result = result | extension.stop(tree, node)
@@ -115,7 +115,7 @@ def has_done(extensions: Sequence[Extension]) -> bool:
     return any(overrides(e, "done") for e in extensions)
 
 
-def done(extensions: Sequence[Extension], tree: Tree) -> chex.Array:
+def done(extensions: Sequence[Extension], tree: Tree) -> jax.Array:
     """``[B]`` bool: some extension says the tree needs no more simulations."""
     result = jnp.zeros((tree.batch_size,), jnp.bool_)
     for extension in extensions:

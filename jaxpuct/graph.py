@@ -44,7 +44,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -81,7 +80,7 @@ class GraphConfig:
     edge_rewards: bool = True
     max_probes: int = 16
     table_factor: int = 2
-    hash_fn: Callable[[Any], chex.Array] | None = None
+    hash_fn: Callable[[Any], jax.Array] | None = None
 
     def __post_init__(self):
         if not (isinstance(self.max_probes, int) and self.max_probes >= 1):
@@ -104,7 +103,7 @@ class GraphConfig:
         return max(size, self.max_probes)
 
 
-def state_hash(config: GraphConfig, output: Any, embedding: Any, what: str) -> chex.Array:
+def state_hash(config: GraphConfig, output: Any, embedding: Any, what: str) -> jax.Array:
     """``[B, 2]`` uint32 hash of a state, from ``hash_fn`` or the output's field."""
     if config.hash_fn is not None:
         # Not cast: an int32 or float "hash" is a mistake to report, not to hide.
@@ -120,13 +119,13 @@ def state_hash(config: GraphConfig, output: Any, embedding: Any, what: str) -> c
     return value.astype(jnp.uint32)
 
 
-def _probe_slots(table_size: int, max_probes: int, hashes: chex.Array) -> chex.Array:
+def _probe_slots(table_size: int, max_probes: int, hashes: jax.Array) -> jax.Array:
     """``[B, P]`` table slots to probe for ``hashes [B, 2]`` (linear probing)."""
     start = (hashes[:, 0] & jnp.uint32(table_size - 1)).astype(jnp.int32)
     return (start[:, None] + jnp.arange(max_probes)[None, :]) & (table_size - 1)
 
 
-def lookup(tree: Tree, max_probes: int, hashes: chex.Array) -> chex.Array:
+def lookup(tree: Tree, max_probes: int, hashes: jax.Array) -> jax.Array:
     """``[B]`` node index holding ``hashes [B, 2]`` in each tree, or -1."""
     rows = jnp.arange(tree.batch_size)[:, None]
     slots = _probe_slots(tree.hash_table.shape[1], max_probes, hashes)
@@ -137,8 +136,8 @@ def lookup(tree: Tree, max_probes: int, hashes: chex.Array) -> chex.Array:
     return jnp.where(jnp.any(match, axis=-1), nodes[rows[:, 0], first], -1)
 
 
-def insert(tree: Tree, max_probes: int, hashes: chex.Array, nodes: chex.Array,
-           do_insert: chex.Array) -> Tree:
+def insert(tree: Tree, max_probes: int, hashes: jax.Array, nodes: jax.Array,
+           do_insert: jax.Array) -> Tree:
     """Writes ``nodes [B]`` under ``hashes [B, 2]`` where ``do_insert [B]``, in the
     first empty slot of the probe window (skipped if the window is full)."""
     rows = jnp.arange(tree.batch_size)
@@ -151,12 +150,12 @@ def insert(tree: Tree, max_probes: int, hashes: chex.Array, nodes: chex.Array,
     return tree.replace(hash_table=tree.hash_table.at[rows, target].set(nodes, mode="drop"))
 
 
-def empty_table(batch_size: int, table_size: int) -> chex.Array:
+def empty_table(batch_size: int, table_size: int) -> jax.Array:
     """``[B, T]`` int32 transposition table with every slot empty."""
     return jnp.full((batch_size, table_size), EMPTY_SLOT, jnp.int32)
 
 
-def with_graph_arrays(tree: Tree, config: GraphConfig, root_hash: chex.Array) -> Tree:
+def with_graph_arrays(tree: Tree, config: GraphConfig, root_hash: jax.Array) -> Tree:
     """Adds the graph-search arrays to a tree that holds only its roots, and
     enters each root's ``root_hash [B, 2]`` in its transposition table."""
     batch_size, max_nodes = tree.batch_size, tree.max_nodes
@@ -173,8 +172,8 @@ def with_graph_arrays(tree: Tree, config: GraphConfig, root_hash: chex.Array) ->
                   jnp.ones((batch_size,), jnp.bool_))
 
 
-def add_leaves(tree: Tree, config: GraphConfig, parent: chex.Array, action: chex.Array,
-               evaluated: chex.Array, leaf: NodeData) -> Tree:
+def add_leaves(tree: Tree, config: GraphConfig, parent: jax.Array, action: jax.Array,
+               evaluated: jax.Array, leaf: NodeData) -> Tree:
     """Graph-mode storage of the leaves evaluated at edges ``(parent [B], action [B])``
     (where ``evaluated [B]``).
 
@@ -222,10 +221,10 @@ def rebuild_hash_table(tree: Tree, max_probes: int | None = None) -> Tree:
     return jax.lax.fori_loop(0, tree.max_nodes, body, table)
 
 
-def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
-                    visits: chex.Array, values: chex.Array,
-                    edge_visits: chex.Array, sq_values: chex.Array | None = None,
-                    ) -> tuple[chex.Array, chex.Array, chex.Array | None]:
+def recompute_nodes(tree: Tree, node: jax.Array, on_path: jax.Array,
+                    visits: jax.Array, values: jax.Array,
+                    edge_visits: jax.Array, sq_values: jax.Array | None = None,
+                    ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """Idempotent update of ``node [B]`` (where ``on_path``): returns the new
     ``visits``, ``values`` and (when given) second-moment ``sq_values`` arrays.
 
@@ -263,8 +262,8 @@ def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
     return visits, values, sq_values
 
 
-def edge_reward_discount(tree: Tree, node: chex.Array, children: chex.Array
-                         ) -> tuple[chex.Array, chex.Array]:
+def edge_reward_discount(tree: Tree, node: jax.Array, children: jax.Array
+                         ) -> tuple[jax.Array, jax.Array]:
     """``(reward [B, A], discount [B, A])`` of the edges of ``node [B]`` whose
     children are ``children [B, A]`` (non-negative indices)."""
     if tree.edge_rewards is not None:
@@ -276,11 +275,11 @@ def edge_reward_discount(tree: Tree, node: chex.Array, children: chex.Array
 class _GraphBackupState(NamedTuple):
     """The graph backup's carry."""
 
-    depth: chex.Array
-    node_visits: chex.Array
-    node_values: chex.Array
-    edge_visits: chex.Array
-    node_sq_values: chex.Array | None
+    depth: jax.Array
+    node_visits: jax.Array
+    node_values: jax.Array
+    edge_visits: jax.Array
+    node_sq_values: jax.Array | None
 
 
 def backup_graph(tree: Tree, walk: Walk) -> Tree:

@@ -17,7 +17,6 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,7 +89,7 @@ def check_positive(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be > 0, got {array[~(array > 0)].ravel()[0]}.")
 
 
-def debug_check_range(name: str, value: chex.Array, low: float,
+def debug_check_range(name: str, value: jax.Array, low: float,
                       high: float = float("inf")) -> None:
     """A ``checkify`` check that every element of ``value`` is in ``[low, high]``.
 
@@ -359,7 +358,7 @@ def check_recurrent_output(output: Any, embedding: Any, batch_size: int,
                 f"root.embedding (the tree stores it), got {new_leaf.dtype}.")
 
 
-def split_keys(rng_key: chex.PRNGKey, batch_size: int) -> tuple[chex.PRNGKey, chex.Array]:
+def split_keys(rng_key: jax.Array, batch_size: int) -> tuple[jax.Array, jax.Array]:
     """Accepts one key or a batch of keys; returns ``(shared_key, per_element_keys [B])``.
 
     With a batch of keys, element ``b`` uses only ``rng_key[b]`` for its own

@@ -18,10 +18,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.alphazero.buffer import ReplayBuffer, write_trajectories
 from jaxpuct.alphazero.config import SelfPlayConfig
 from jaxpuct.envs.adapter import Environment, make_recurrent_fn, make_root_fn
@@ -36,8 +36,8 @@ __all__ = ["Games", "SearchFns", "init_games", "make_search_fns", "position_outc
            "record_ply", "restart_finished", "search", "selfplay_step"]
 
 
-@chex.dataclass
-class Games:
+@mutable_pytree_dataclass
+class Games(Replaceable):
     """``B`` games in progress and their trajectories so far.
 
     Attributes:
@@ -55,10 +55,10 @@ class Games:
     """
 
     state: Any
-    obs: chex.Array
-    policy: chex.Array
-    player: chex.Array
-    length: chex.Array
+    obs: jax.Array
+    policy: jax.Array
+    player: jax.Array
+    length: jax.Array
     tree: Any = None
     tree_valid: Any = None
     root_value: Any = None

@@ -26,7 +26,6 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,6 +33,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.alphazero import evaluation, networks, selfplay, training
 from jaxpuct.alphazero.buffer import ReplayBuffer, empty_buffer, filled_rows
 from jaxpuct.alphazero.config import SelfPlayConfig
@@ -46,16 +46,16 @@ class NonFiniteError(FloatingPointError):
     """The loss or the parameters became NaN or infinite; nothing was saved."""
 
 
-@chex.dataclass
-class TrainState:
+@mutable_pytree_dataclass
+class TrainState(Replaceable):
     """Everything a run needs to continue exactly (the checkpointed pytree)."""
 
     params: Any
     opt_state: Any
     buffer: ReplayBuffer
     games: selfplay.Games
-    iteration: chex.Array
-    rng: chex.Array
+    iteration: jax.Array
+    rng: jax.Array
 
 
 # The network built only for its structure (graphdef) and the dtype probe: any
