@@ -13,6 +13,9 @@ no field.
 ``replace`` method that chex adds to each class its type.
 """
 
+# chex ships no stubs nor py.typed: pyright reads its sources, which is enough here.
+# pyright: reportMissingTypeStubs=false
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar

@@ -133,10 +133,12 @@ def run(params: Any, keys: SearchKeys, tree: Tree, expander: Expander, rule: Sel
     k_total, depth_limit = config.leaves_per_step, config.max_depth
     stop = ext_lib.stop_fn(extensions, tree)
     several = k_total > 1
-    after_walk = None
+    def each_after_walk(t: Tree, walk: Walk) -> Tree:
+        return ext_lib.after_walk(extensions, t, walk, several)
+
+    after_walk: AfterWalk | None = None
     if any(ext_lib.overrides(e, "after_walk") for e in extensions):
-        def after_walk(t, walk):
-            return ext_lib.after_walk(extensions, t, walk, several)
+        after_walk = each_after_walk
     if config.backup is not None:
         backup = config.backup
     elif tree.is_graph:

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct.selection import SelectionRule
-from jaxpuct.tree import Tree, with_second_moment
+from jaxpuct.tree import Tree, present, with_second_moment
 from jaxpuct.walk import StopFn, Walk
 
 
@@ -94,10 +94,12 @@ def stop_fn(extensions: Sequence[Extension], tree: Tree) -> StopFn | None:
     if not active:
         return None
 
+    # An extension that overrides a hook returns an array from it (``None`` is the
+    # base class's "no opinion", and only overriding extensions are called).
     def stop(tree: Tree, node: jax.Array) -> jax.Array:
-        result = active[0].stop(tree, node)
+        result = present(active[0].stop(tree, node), "Extension.stop's result")
         for extension in active[1:]:
-            result = result | extension.stop(tree, node)
+            result = result | present(extension.stop(tree, node), "Extension.stop's result")
         return result
 
     return stop
@@ -120,7 +122,7 @@ def done(extensions: Sequence[Extension], tree: Tree) -> jax.Array:
     result = jnp.zeros((tree.batch_size,), jnp.bool_)
     for extension in extensions:
         if overrides(extension, "done"):
-            result = result | extension.done(tree)
+            result = result | present(extension.done(tree), "Extension.done's result")
     return result
 
 

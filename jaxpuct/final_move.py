@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.selection import PUCTConfig, exploration_weight
-from jaxpuct.tree import Tree
+from jaxpuct.tree import Tree, present
 
 
 def root_edge_moments(tree: Tree) -> tuple[jax.Array, jax.Array]:
@@ -43,7 +43,7 @@ def root_edge_moments(tree: Tree) -> tuple[jax.Array, jax.Array]:
     rows = jnp.arange(tree.batch_size)[:, None]
     if tree.edge_rewards is not None:
         reward = tree.edge_rewards[:, Tree.ROOT_INDEX]
-        discount = tree.edge_discounts[:, Tree.ROOT_INDEX]
+        discount = present(tree.edge_discounts, "tree.edge_discounts")[:, Tree.ROOT_INDEX]
     else:
         reward, discount = tree.node_rewards[rows, safe], tree.node_discounts[rows, safe]
     child_q = tree.node_values[rows, safe]

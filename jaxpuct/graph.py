@@ -49,7 +49,15 @@ import jax.numpy as jnp
 
 from jaxpuct import validation
 from jaxpuct.numerics import gather_rows
-from jaxpuct.tree import UNEXPANDED, NodeData, Tree, edge_qvalues, link_children, store_nodes
+from jaxpuct.tree import (
+    UNEXPANDED,
+    NodeData,
+    Tree,
+    edge_qvalues,
+    link_children,
+    present,
+    store_nodes,
+)
 
 if TYPE_CHECKING:
     from jaxpuct.walk import Walk
@@ -128,9 +136,10 @@ def _probe_slots(table_size: int, max_probes: int, hashes: jax.Array) -> jax.Arr
 def lookup(tree: Tree, max_probes: int, hashes: jax.Array) -> jax.Array:
     """``[B]`` node index holding ``hashes [B, 2]`` in each tree, or -1."""
     rows = jnp.arange(tree.batch_size)[:, None]
-    slots = _probe_slots(tree.hash_table.shape[1], max_probes, hashes)
-    nodes = tree.hash_table[rows, slots]
-    stored = tree.node_hash[rows, jnp.maximum(nodes, 0)]
+    table = present(tree.hash_table, "tree.hash_table")
+    slots = _probe_slots(table.shape[1], max_probes, hashes)
+    nodes = table[rows, slots]
+    stored = present(tree.node_hash, "tree.node_hash")[rows, jnp.maximum(nodes, 0)]
     match = (nodes >= 0) & jnp.all(stored == hashes[:, None, :], axis=-1)
     first = jnp.argmax(match, axis=-1)
     return jnp.where(jnp.any(match, axis=-1), nodes[rows[:, 0], first], -1)
@@ -141,13 +150,14 @@ def insert(tree: Tree, max_probes: int, hashes: jax.Array, nodes: jax.Array,
     """Writes ``nodes [B]`` under ``hashes [B, 2]`` where ``do_insert [B]``, in the
     first empty slot of the probe window (skipped if the window is full)."""
     rows = jnp.arange(tree.batch_size)
-    table_size = tree.hash_table.shape[1]
+    table = present(tree.hash_table, "tree.hash_table")
+    table_size = table.shape[1]
     slots = _probe_slots(table_size, max_probes, hashes)
-    empty = tree.hash_table[rows[:, None], slots] == EMPTY_SLOT
+    empty = table[rows[:, None], slots] == EMPTY_SLOT
     first = slots[rows, jnp.argmax(empty, axis=-1)]
     ok = do_insert & jnp.any(empty, axis=-1)
     target = jnp.where(ok, first, table_size)
-    return tree.replace(hash_table=tree.hash_table.at[rows, target].set(nodes, mode="drop"))
+    return tree.replace(hash_table=table.at[rows, target].set(nodes, mode="drop"))
 
 
 def empty_table(batch_size: int, table_size: int) -> jax.Array:
@@ -183,12 +193,13 @@ def add_leaves(tree: Tree, config: GraphConfig, parent: jax.Array, action: jax.A
     ``edge_rewards`` every evaluated edge keeps its own reward and discount,
     also when the graph is full.
     """
-    known = lookup(tree, config.max_probes, leaf.state_hash)
+    hashes = present(leaf.state_hash, "the new nodes' state_hash")
+    known = lookup(tree, config.max_probes, hashes)
     transposition = evaluated & (known >= 0)
     store = evaluated & ~transposition & (tree.num_nodes < tree.max_nodes)
     slot = tree.num_nodes
     tree = store_nodes(tree, parent, action, store, leaf)
-    tree = insert(tree, config.max_probes, leaf.state_hash, slot, store)
+    tree = insert(tree, config.max_probes, hashes, slot, store)
     tree = link_children(tree, parent, action, known, transposition)
     if tree.edge_rewards is not None:
         rows = jnp.arange(tree.batch_size)
@@ -196,7 +207,8 @@ def add_leaves(tree: Tree, config: GraphConfig, parent: jax.Array, action: jax.A
         tree = tree.replace(
             edge_rewards=tree.edge_rewards.at[rows, edge_parent, action].set(
                 leaf.reward, mode="drop"),
-            edge_discounts=tree.edge_discounts.at[rows, edge_parent, action].set(
+            edge_discounts=present(tree.edge_discounts, "tree.edge_discounts").at[
+                rows, edge_parent, action].set(
                 leaf.discount, mode="drop"))
     return tree
 
@@ -208,15 +220,16 @@ def rebuild_hash_table(tree: Tree, max_probes: int | None = None) -> Tree:
     if not tree.is_graph:
         return tree
     if max_probes is None:
-        max_probes = tree.graph.max_probes
-    table = tree.replace(hash_table=empty_table(tree.batch_size, tree.hash_table.shape[1]))
+        max_probes = present(tree.graph, "tree.graph").max_probes
+    table_size = present(tree.hash_table, "tree.hash_table").shape[1]
+    table = tree.replace(hash_table=empty_table(tree.batch_size, table_size))
 
     def body(index, t):
         hashes = t.node_hash[:, index]
         used = index < t.num_nodes
-        present = lookup(t, max_probes, hashes) >= 0
+        known = lookup(t, max_probes, hashes) >= 0
         return insert(t, max_probes, hashes, jnp.full((t.batch_size,), index, jnp.int32),
-                      used & ~present)
+                      used & ~known)
 
     return jax.lax.fori_loop(0, tree.max_nodes, body, table)
 
@@ -267,7 +280,8 @@ def edge_reward_discount(tree: Tree, node: jax.Array, children: jax.Array
     """``(reward [B, A], discount [B, A])`` of the edges of ``node [B]`` whose
     children are ``children [B, A]`` (non-negative indices)."""
     if tree.edge_rewards is not None:
-        return gather_rows(tree.edge_rewards, node), gather_rows(tree.edge_discounts, node)
+        discounts = present(tree.edge_discounts, "tree.edge_discounts")
+        return gather_rows(tree.edge_rewards, node), gather_rows(discounts, node)
     rows = jnp.arange(tree.batch_size)[:, None]
     return tree.node_rewards[rows, children], tree.node_discounts[rows, children]
 

@@ -64,7 +64,7 @@ from jaxpuct import validation
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import batch_where
 from jaxpuct.roots import check_init_args, new_tree
-from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, with_second_moment
+from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, present, with_second_moment
 
 Reachability = Literal["auto", "pointer_jumping", "frontier"]
 REACHABILITY_METHODS: tuple[Reachability, ...] = ("auto", "pointer_jumping", "frontier")
@@ -192,9 +192,11 @@ def subtree_or_init(
     if tree.is_graph:
         # The graph fields of a fresh root, shaped like the reused tree's (the
         # transposition table is rebuilt below for every element).
-        root_hash = graph_lib.state_hash(tree.graph, root, root.embedding, "root")
+        root_hash = graph_lib.state_hash(present(tree.graph, "tree.graph"), root,
+                                         root.embedding, "root")
         fresh = fresh.replace(
-            node_hash=jnp.zeros_like(tree.node_hash).at[:, 0].set(root_hash),
+            node_hash=jnp.zeros_like(present(tree.node_hash, "tree.node_hash")).at[:, 0].set(
+                root_hash),
             hash_table=reused_tree.hash_table,
             edge_rewards=None if tree.edge_rewards is None else jnp.zeros_like(
                 tree.edge_rewards),

@@ -220,8 +220,8 @@ def dirichlet_noise(
     rng_keys: jax.Array,
     prior: jax.Array,
     legal: jax.Array,
-    fraction: float,
-    alpha: float,
+    fraction: chex.Numeric,
+    alpha: chex.Numeric,
 ) -> jax.Array:
     """``(1 - fraction) * P + fraction * Dir(alpha)`` over the legal actions only.
 
@@ -247,7 +247,7 @@ def dirichlet_noise(
     # A non-finite alpha (a traced NaN or inf) gives non-finite draws: uniform too.
     drawn = (total > 0) & jnp.isfinite(total)
     noise = jnp.where(drawn, gammas / jnp.where(drawn, total, 1.0), legal / count)
-    return (1.0 - fraction) * prior + fraction * noise
+    return jnp.asarray((1.0 - fraction) * prior + fraction * noise)
 
 
 def root_noise(rng_keys: jax.Array, prior: jax.Array, legal: jax.Array,

@@ -90,7 +90,7 @@ from jaxpuct.numerics import WEIGHT_FLOOR, finite_or_zero, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.roots import root_legal_mask
 from jaxpuct.selection import PUCTConfig, SelectionRule
-from jaxpuct.tree import NodeData, SampledLayout, Tree
+from jaxpuct.tree import NodeData, SampledLayout, Tree, present
 from jaxpuct.types import RecurrentFn, RootFnOutput
 from jaxpuct.virtual_loss import VirtualLoss
 
@@ -146,7 +146,7 @@ class SampledEmbedding(Replaceable):
 
 def _raw_keys(keys: jax.Array) -> jax.Array:
     """Keys as raw ``uint32`` data (typed key arrays cannot be stored with zeros)."""
-    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
+    if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
         return jax.random.key_data(keys)
     return keys
 
@@ -313,6 +313,10 @@ ActionSpace = DiscreteActions | GaussianActions
 
 def _draw(space: ActionSpace, keys: jax.Array, logits: jax.Array, legal: jax.Array | None,
           layout: SampledLayout) -> Samples:
+    if isinstance(space, DiscreteActions):
+        # Discrete draws always get a mask (the root's, or the new node's).
+        legal = present(legal, "the legal mask of discrete actions")
+        return space.sample(keys, logits, legal, layout.num_samples, layout.prior_correction)
     return space.sample(keys, logits, legal, layout.num_samples, layout.prior_correction)
 
 
@@ -410,7 +414,7 @@ def _space_for(root: Any, tree: Tree | None, action_space: Any) -> ActionSpace:
 
 def _check_num_samples(num_samples: int, space: ActionSpace) -> None:
     validation.check_int("num_samples", num_samples, 1)
-    if not space.continuous and num_samples > space.num_actions:
+    if isinstance(space, DiscreteActions) and num_samples > space.num_actions:
         raise ValueError(
             f"num_samples must be <= the number of actions A={space.num_actions} (samples "
             f"are drawn without replacement), got num_samples={num_samples}; "
@@ -424,7 +428,7 @@ def _sampled_root(root: Any, rng_key: jax.Array, invalid_actions: jax.Array | No
     and a :class:`SampledEmbedding` holding the draws), and the draws."""
     batch_size, width = validation.check_root(root)
     if width != space.params_width:
-        what = ("[B, A] logits" if not space.continuous
+        what = ("[B, A] logits" if isinstance(space, DiscreteActions)
                 else f"[B, 2D] Gaussian parameters (mean, log_std) with D={space.action_dim}")
         raise ValueError(f"root.prior_logits must have shape [B={batch_size}, "
                          f"{space.params_width}] ({what}), got {list(root.prior_logits.shape)}.")
@@ -530,8 +534,8 @@ def sampled_policy(
     space = _space_for(root, tree, action_space)
     if num_samples is None:
         num_samples = (tree.sampled.num_samples if tree is not None and tree.sampled
-                       else DEFAULT_NUM_SAMPLES if space.continuous
-                       else min(DEFAULT_NUM_SAMPLES, space.num_actions))
+                       else min(DEFAULT_NUM_SAMPLES, space.num_actions)
+                       if isinstance(space, DiscreteActions) else DEFAULT_NUM_SAMPLES)
     _check_num_samples(num_samples, space)
     layout = SampledLayout(num_samples=num_samples, space=space,
                            prior_correction=prior_correction)
@@ -552,7 +556,7 @@ def sampled_policy(
         validation.check_tree_object("tree", tree)
         wide, slot_invalid = None, None
         if tree.sampled is not None and invalid_actions is not None:
-            if space.continuous:
+            if not isinstance(space, DiscreteActions):
                 raise ValueError("invalid_actions is for discrete actions, got an array "
                                  "with GaussianActions.")
             validation.check_mask("invalid_actions", invalid_actions,
@@ -651,7 +655,7 @@ def sampled_gumbel_policy(
             "continue with sampled_policy.")
     validation.check_choice("prior_correction", prior_correction, PRIOR_CORRECTIONS)
     space = _space_for(root, None, action_space)
-    if space.continuous:
+    if not isinstance(space, DiscreteActions):
         raise ValueError(
             f"sampled_gumbel_policy needs discrete actions, got action_space={space!r}: "
             "the Gumbel root ranks samples drawn by Gumbel-top-K, and i.i.d. Gaussian "
@@ -667,7 +671,7 @@ def sampled_gumbel_policy(
     options = frame.engine_options(num_simulations, max_depth, capacity,
                                    second_moment=final_move == "lcb")
     wide, samples = _sampled_root(root, rng_key, invalid_actions, space, layout)
-    pi = jnp.where(samples.valid, jnp.exp(samples.log_prior), 0.0)
+    pi = jnp.where(samples.valid, jnp.exp(present(samples.log_prior, "samples.log_prior")), 0.0)
     prepared = frame.prepare(wide, rng_key, num_simulations, None, options,
                              max_nodes=max_nodes, sampled=layout,
                              root_prior=pi / jnp.maximum(jnp.sum(pi, -1, keepdims=True),

@@ -79,7 +79,7 @@ import jax.numpy as jnp
 from jaxpuct.extensions import Extension
 from jaxpuct.numerics import gather_rows
 from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores, puct_qvalues
-from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
+from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues, present
 
 UNPROVEN = -1  # proof_plies of a node with no proof
 
@@ -219,7 +219,7 @@ def node_edges(tree: Tree, node: jax.Array, node_values: jax.Array | None = None
     view = tree if node_values is None else tree.replace(node_values=node_values)
     edge_value = edge_qvalues(view, node, children)
     rows = jnp.arange(tree.batch_size)[:, None]
-    child_plies = tree.proof_plies[rows, jnp.maximum(children, 0)]
+    child_plies = present(tree.proof_plies, "tree.proof_plies")[rows, jnp.maximum(children, 0)]
     child_proven = (children >= 0) & (child_plies >= 0)
     return children != ILLEGAL, child_proven, edge_value, child_plies
 
@@ -264,14 +264,15 @@ def backup_proofs(tree: Tree, walk: Any, config: SolverConfig, full: bool = Fals
     node's stored exact value, which this restores).
     """
     rows = jnp.arange(tree.batch_size)
+    proof_plies = present(tree.proof_plies, "tree.proof_plies")
     parent, action = walk.leaf_edge()
     leaf = tree.children_index[rows, parent, action]
     leaf_proven = (walk.num_edges > 0) & (leaf >= 0) & (
-        tree.proof_plies[rows, jnp.maximum(leaf, 0)] >= 0)
+        proof_plies[rows, jnp.maximum(leaf, 0)] >= 0)
     path_proven = jnp.zeros_like(leaf_proven)
     if full:
         on_path = jnp.arange(walk.path_nodes.shape[1])[None, :] < walk.num_edges[:, None]
-        path_proven = jnp.any(on_path & (tree.proof_plies[rows[:, None], walk.path_nodes] >= 0),
+        path_proven = jnp.any(on_path & (proof_plies[rows[:, None], walk.path_nodes] >= 0),
                               axis=-1)
 
     def cond(state: _ProofState):
@@ -295,7 +296,7 @@ def backup_proofs(tree: Tree, walk: Any, config: SolverConfig, full: bool = Fals
     start = jnp.max(walk.num_edges) - 1
     if full:
         start = jnp.where(jnp.any(leaf_proven | path_proven), start, -1)
-    init = _ProofState(start, leaf_proven, tree.node_values, tree.proof_plies)
+    init = _ProofState(start, leaf_proven, tree.node_values, proof_plies)
     final = jax.lax.while_loop(cond, body, init)
     return tree.replace(node_values=final.node_values, proof_plies=final.proof_plies)
 
@@ -311,7 +312,7 @@ def reprove_root(tree: Tree, config: SolverConfig) -> Tree:
     values = jnp.where(proof.proven & ~terminal, proof.value,
                        tree.node_values[:, Tree.ROOT_INDEX])
     return tree.replace(
-        proof_plies=tree.proof_plies.at[:, Tree.ROOT_INDEX].set(plies),
+        proof_plies=present(tree.proof_plies, "tree.proof_plies").at[:, Tree.ROOT_INDEX].set(plies),
         node_values=tree.node_values.at[:, Tree.ROOT_INDEX].set(values))
 
 
@@ -443,7 +444,7 @@ class Solver(Extension):
         return rule
 
     def stop(self, tree: Tree, node: jax.Array) -> jax.Array:
-        return gather_rows(tree.proof_plies, node) >= 0
+        return gather_rows(present(tree.proof_plies, "tree.proof_plies"), node) >= 0
 
     def after_walk(self, tree: Tree, walk: Any, several: bool) -> Tree:
         # several: an earlier walk of the step may have proven a node on this path.

@@ -79,8 +79,8 @@ from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.selection import PUCTConfig, SelectionRule
-from jaxpuct.tree import ILLEGAL, ChanceLayout, NodeData, Tree, edge_qvalues
-from jaxpuct.types import PolicyOutput
+from jaxpuct.tree import ILLEGAL, ChanceLayout, NodeData, Tree, edge_qvalues, present
+from jaxpuct.types import PolicyOutput, RecurrentFn
 from jaxpuct.virtual_loss import VirtualLoss
 from jaxpuct.walk import Walk
 
@@ -285,8 +285,8 @@ class ChanceExpander:
         afterstate never share a node).
     """
 
-    decision_recurrent_fn: Callable
-    chance_recurrent_fn: Callable
+    decision_recurrent_fn: RecurrentFn
+    chance_recurrent_fn: RecurrentFn
     layout: ChanceLayout
     graph: Any = None
 
@@ -446,7 +446,7 @@ def store_and_backup_expectation(tree: Tree, walks: Walk, leaves: NodeData,
 
 
 def _stochastic_root(root: Any, params: Any, rng_key: jax.Array,
-                     decision_recurrent_fn: Callable) -> tuple[Any, ChanceLayout]:
+                     decision_recurrent_fn: RecurrentFn) -> tuple[Any, ChanceLayout]:
     """The root as a width-``W`` ``RootFnOutput`` whose embedding is a
     :class:`StochasticEmbedding`; ``C`` is read from the shape of
     ``decision_recurrent_fn``'s output (``jax.eval_shape``: no call is made)."""
@@ -561,8 +561,8 @@ def stochastic_search(
     params: Any,
     rng_key: jax.Array,
     root: Any,
-    decision_recurrent_fn: Callable,
-    chance_recurrent_fn: Callable,
+    decision_recurrent_fn: RecurrentFn,
+    chance_recurrent_fn: RecurrentFn,
     num_simulations: int,
     *,
     max_depth: int | None = None,
@@ -626,8 +626,8 @@ def stochastic_policy(
     params: Any,
     rng_key: jax.Array,
     root: Any,
-    decision_recurrent_fn: Callable,
-    chance_recurrent_fn: Callable,
+    decision_recurrent_fn: RecurrentFn,
+    chance_recurrent_fn: RecurrentFn,
     num_simulations: int,
     invalid_actions: jax.Array | None = None,
     max_depth: int | None = None,
@@ -718,7 +718,7 @@ def stochastic_policy(
     search_tree, _, prepared = _stochastic_call(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
         invalid_actions, call, tree, (dirichlet_fraction, dirichlet_alpha, None), None)
-    num_actions = search_tree.chance.num_actions
+    num_actions = present(search_tree.chance, "search_tree.chance").num_actions
     counts = search_tree.edge_visits[:, Tree.ROOT_INDEX, :num_actions]
     legal = prepared.legal[:, :num_actions]
     action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
@@ -738,8 +738,8 @@ def stochastic_gumbel_policy(
     params: Any,
     rng_key: jax.Array,
     root: Any,
-    decision_recurrent_fn: Callable,
-    chance_recurrent_fn: Callable,
+    decision_recurrent_fn: RecurrentFn,
+    chance_recurrent_fn: RecurrentFn,
     num_simulations: int,
     invalid_actions: jax.Array | None = None,
     max_depth: int | None = None,
@@ -793,6 +793,6 @@ def stochastic_gumbel_policy(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
         invalid_actions, call, tree, None, None, decision_rule=decision_rule)
     action, weights = roots[0].move(search_tree, final_move, solver not in (False, None))
-    num_actions = search_tree.chance.num_actions
+    num_actions = present(search_tree.chance, "search_tree.chance").num_actions
     return PolicyOutput(action=action, action_weights=weights[:, :num_actions],
                         search_tree=search_tree)

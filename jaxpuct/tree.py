@@ -21,7 +21,7 @@ simulations ``node_visits[:, 0] == S + 1`` and the root's edge visits sum to
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +33,8 @@ from jaxpuct.types import SearchSummary
 if TYPE_CHECKING:
     from jaxpuct.early_stop import StopState
     from jaxpuct.graph import GraphConfig
+
+_T = TypeVar("_T")
 
 UNEXPANDED = -1  # a legal edge with no child node yet
 ILLEGAL = -2  # an edge that may never be selected
@@ -276,6 +278,18 @@ class NodeData(Replaceable):
     state_hash: jax.Array | None = None
 
 
+def present(value: _T | None, name: str) -> _T:
+    """``value``, an optional field that the tree's mode guarantees is set (a graph's
+    hash table, the solver's proof plies, the edge discounts beside the edge rewards).
+
+    Raises ``ValueError`` naming the field when it is ``None`` (a broken invariant, not
+    a user's input); for a type checker it narrows ``T | None`` to ``T``.
+    """
+    if value is None:
+        raise ValueError(f"{name} is None here; this tree's mode requires it to be set.")
+    return value
+
+
 def write_nodes(tree: Tree, slot: jax.Array, node: NodeData) -> Tree:
     """Writes ``node`` into slot ``slot [B]`` of each tree, with one visit.
 
@@ -353,7 +367,7 @@ def edge_qvalues(tree: Tree, node: jax.Array, children: jax.Array) -> jax.Array:
     rows = jnp.arange(children.shape[0])[:, None]
     if tree.edge_rewards is not None:
         reward = gather_rows(tree.edge_rewards, node)
-        discount = gather_rows(tree.edge_discounts, node)
+        discount = gather_rows(present(tree.edge_discounts, "tree.edge_discounts"), node)
     else:
         reward = tree.node_rewards[rows, safe]
         discount = tree.node_discounts[rows, safe]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import jax.core  # jax.core.Tracer: is a value known at trace time
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
@@ -150,7 +151,7 @@ def check_scalar_or_batch(name: str, value: Any, batch_size: int) -> None:
 def check_root(root: Any) -> tuple[int, int]:
     """Checks a ``RootFnOutput``-like object; returns ``(batch_size, num_actions)``."""
     logits = getattr(root, "prior_logits", None)
-    if getattr(logits, "ndim", None) != 2:
+    if logits is None or getattr(logits, "ndim", None) != 2:
         got = None if logits is None else list(getattr(logits, "shape", ()))
         raise ValueError(f"root.prior_logits must have shape [B, num_actions], got {got}.")
     batch_size, num_actions = logits.shape
@@ -367,7 +368,7 @@ def split_keys(rng_key: jax.Array, batch_size: int) -> tuple[jax.Array, jax.Arra
     ``recurrent_fn``) is then derived from ``rng_key[0]``.
     """
     key = jnp.asarray(rng_key)
-    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
     single_ndim = 0 if typed else 1
     if key.ndim == single_ndim:
         shared, per_element = jax.random.split(key)

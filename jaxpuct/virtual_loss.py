@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
-from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
+from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, present
 from jaxpuct.walk import Walk
 
 Mode = Literal["loss", "visit"]
@@ -88,7 +88,7 @@ def _edge_reward_discount(tree: Tree, node: jax.Array, action: jax.Array,
     rows = jnp.arange(tree.batch_size)
     if tree.edge_rewards is not None:
         return (tree.edge_rewards[rows, node, action],
-                tree.edge_discounts[rows, node, action])
+                present(tree.edge_discounts, "tree.edge_discounts")[rows, node, action])
     return tree.node_rewards[rows, child], tree.node_discounts[rows, child]
 
 
@@ -169,12 +169,15 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: jax.Array,
             values = values.at[rows, written].set(new, mode="drop")
             if track:
                 # Only the step's first overwrite of a node saved its original value.
+                stamps = present(stamps, "the virtual-loss stamps")
+                step_now = present(step, "the virtual-loss step")
                 seen = stamps[rows, safe]
-                firsts = firsts.at[:, depth + 1].set(seen != step)
+                firsts = present(firsts, "the step's first overwrites").at[:, depth + 1].set(
+                    seen != step_now)
                 # ``max(seen, step)`` is ``step`` (stamps are earlier steps); writing
                 # it makes the write depend on the read, so XLA updates the [B, N]
                 # stamps in place instead of copying them to read them afterwards.
-                stamps = stamps.at[rows, written].set(jnp.maximum(seen, step), mode="drop")
+                stamps = stamps.at[rows, written].set(jnp.maximum(seen, step_now), mode="drop")
         return _Marks(depth + 1, node_visits, values, edge_visits, saved, stamps, firsts)
 
     init = _Marks(jnp.int32(0), tree.node_visits, tree.node_values, tree.edge_visits,
@@ -211,7 +214,7 @@ def unmark_step(tree: Tree, config: VirtualLoss, path_nodes: jax.Array,
         values = state.node_values
         if config.mode == "loss":
             has_child = on_path & ((depth < num_edges - 1) | ~expand)
-            restore = has_child & first[:, :, depth + 1]
+            restore = has_child & present(first, "the step's first overwrites")[:, :, depth + 1]
             child = jnp.where(restore, path_nodes[:, :, depth + 1], tree.max_nodes)
             values = values.at[rows, child].set(saved_values[:, :, depth + 1], mode="drop")
         return _Marks(depth + 1, node_visits, values, edge_visits, state.saved_values)
@@ -305,7 +308,7 @@ def walk_step(tree: Tree, config: VirtualLoss, select_one: Callable, step: jax.A
                      expand=buf.walks.expand.at[k].set(expand))
         return _WalkLoop(tree, marks, stamp, StepWalks(
             walks=walks, saved_values=buf.saved_values.at[k].set(saved),
-            first=None if first is None else buf.first.at[k].set(first)))
+            first=None if first is None else present(buf.first, "buf.first").at[k].set(first)))
 
     num_walks = buffers.walks.num_walks
     state = jax.lax.fori_loop(0, num_walks, walk_one, _WalkLoop(tree, marks, stamp, buffers))

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.selection import SelectionRule
-from jaxpuct.tree import Tree
+from jaxpuct.tree import Tree, present
 
 # ``(tree, node [B]) -> [B] bool``: the walk does not enter those nodes (it stops
 # on the edge into them and backs up their stored value).
@@ -85,7 +85,7 @@ class _WalkState(NamedTuple):
 
 
 def _advance(tree: Tree, state: _WalkState, action: jax.Array, max_depth: int,
-             stop_fn: StopFn | None, sim: jax.Array) -> _WalkState:
+             stop_fn: StopFn | None, sim: jax.Array | int) -> _WalkState:
     """Takes ``action [B]`` from ``state.node`` in every active walk."""
     rows = jnp.arange(tree.batch_size)
     depth, node, active = state.depth, state.node, state.active
@@ -101,6 +101,7 @@ def _advance(tree: Tree, state: _WalkState, action: jax.Array, max_depth: int,
         stop = stop | stop_fn(tree, safe_child)
     marks = state.marks
     if tree.graph is not None:
+        marks = present(marks, "the walk's graph marks")
         seen = marks[rows, safe_child]
         # The root is on every path: it needs no mark (a write of it before the
         # walk made XLA copy the [B, N] marks on every simulation).

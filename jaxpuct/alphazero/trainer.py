@@ -93,7 +93,9 @@ class Trainer:
     and placement, and the iteration loop that drives them; no logic of its own.)
     """
 
-    def __init__(self, config: SelfPlayConfig, devices: Sequence[jax.Device] | None = None):
+    # jax.Device is an alias of a compiled class that pyright reads as a variable.
+    def __init__(self, config: SelfPlayConfig,
+                 devices: Sequence[jax.Device] | None = None):  # pyright: ignore[reportInvalidTypeForm]
         from jaxpuct.envs.pgx_games import make_pgx_game
         self.config, self.game = config, make_pgx_game(config.game)
         self.env = self.game.environment
@@ -131,7 +133,8 @@ class Trainer:
         """A fresh :class:`TrainState` (network, optimiser, empty buffer, new games)."""
         c, game = self.config, self.game
         rng = jax.random.PRNGKey(c.seed) if rng is None else rng
-        rng, model_key, games_key = jax.random.split(rng, 3)
+        keys = jax.random.split(rng, 3)  # indexed: pyright types unpacking as Any
+        rng, model_key, games_key = keys[0], keys[1], keys[2]
         _, params = networks.split(self._model(nnx.Rngs(model_key)))
         probe = jax.random.PRNGKey(_STRUCTURE_KEY)
         obs_dtype = jax.eval_shape(game.env.init, probe).observation.dtype

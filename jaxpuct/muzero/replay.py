@@ -88,7 +88,8 @@ class Batch(NamedTuple):
     actions: jax.Array
     targets: UnrollTargets
     weights: jax.Array
-    index: jax.Array
+    # Shadows tuple.index on purpose: the name is the sampled rows' index.
+    index: jax.Array  # pyright: ignore[reportIncompatibleMethodOverride]
 
 
 def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: int

@@ -18,8 +18,11 @@ RecurrentFn = Callable[[Any, jax.Array, jax.Array, Any], tuple[RecurrentFnOutput
 MASKED_LOGIT = -1e9
 
 
-def masked_logits(logits: jax.Array, legal: jax.Array) -> jax.Array:
-    """``[B, A]`` logits with illegal entries (``legal [B, A]`` False) set to ``MASKED_LOGIT``."""
+def masked_logits(logits: jax.Array, legal: jax.Array | None) -> jax.Array:
+    """``[B, A]`` logits with illegal entries (``legal [B, A]`` False) set to ``MASKED_LOGIT``;
+    unchanged without a mask (every action legal)."""
+    if legal is None:
+        return logits
     return jnp.where(legal, logits, jnp.asarray(MASKED_LOGIT, logits.dtype))
 
 

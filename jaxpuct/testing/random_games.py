@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 
+# The games are built and padded in NumPy, and searched as JAX arrays.
+GameArray = jax.Array | np.ndarray
+
+
 @pytree_dataclass
 class RandomGame(Replaceable):
     """A finite game as arrays (a tree, or a DAG when nodes are merged); root = node 0.
@@ -58,13 +62,13 @@ class RandomGame(Replaceable):
       depth: ``[N]`` int32 distance from the root (the shortest one in a DAG).
     """
 
-    children: jax.Array
-    reward: jax.Array
-    discount: jax.Array
-    terminal: jax.Array
-    value: jax.Array
-    prior_logits: jax.Array
-    depth: jax.Array
+    children: GameArray
+    reward: GameArray
+    discount: GameArray
+    terminal: GameArray
+    value: GameArray
+    prior_logits: GameArray
+    depth: GameArray
 
     @property
     def num_nodes(self) -> int:
@@ -223,7 +227,7 @@ def pad_game(game: RandomGame, num_nodes: int) -> RandomGame:
     if extra < 0:
         raise ValueError(f"game has {game.num_nodes} nodes > {num_nodes}")
 
-    def pad(x: np.ndarray, fill: Any) -> np.ndarray:
+    def pad(x: GameArray, fill: Any) -> np.ndarray:
         x = np.asarray(x)
         return np.concatenate([x, np.full((extra,) + x.shape[1:], fill, x.dtype)])
 
