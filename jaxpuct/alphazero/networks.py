@@ -211,8 +211,9 @@ class MLPPolicyValue(nnx.Module):
         hidden: Sequence[int] = (64, 64),
         rngs: nnx.Rngs,
     ):
-        dims = ((int(obs_shape),) if isinstance(obs_shape, numbers.Integral)
-                else tuple(int(d) for d in obs_shape))  # pyright: ignore[reportGeneralTypeIssues]
+        # int first: pyright narrows by it (numbers.Integral is only registered for int).
+        dims = ((int(obs_shape),) if isinstance(obs_shape, (int, numbers.Integral))
+                else tuple(obs_shape))
         if not dims:
             raise ValueError("obs_shape must not be empty")
         for size in dims:
