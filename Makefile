@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: demo test bench lint docs venv clean
+.PHONY: typecheck test-lowest
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,7 +24,7 @@ demo: $(STAMP)
 # one test file each at a time (module-level jitted helpers stay shared): the suite is
 # dominated by XLA compiles, which use one core each.
 TEST_WORKERS ?= 2
-test: lint docs
+test: lint docs typecheck test-lowest
 	$(PY) -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
@@ -37,5 +38,36 @@ docs: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check jaxpuct tests examples benchmarks
 
+# pyright over jaxpuct/: the settings and the strict modules are [tool.pyright] in
+# pyproject.toml.
+typecheck: $(STAMP)
+	$(VENV)/bin/pyright --pythonpath $(PY)
+
+# The lowest versions pyproject.toml declares for the core (jax, jaxlib, chex, numpy, and
+# pytest/hypothesis to run; .ci/lowest_requirements.py reads the bounds), in a second
+# venv made by uv and rebuilt only when pyproject.toml changes. jaxpuct is not installed
+# there: tests/conftest.py puts the checkout first on sys.path. A few core tests, chosen
+# to cover each search mode with an oracle at about a minute of CPU time (README).
+LOWEST_VENV := .venv-lowest
+LOWEST_STAMP := $(LOWEST_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+LOWEST_TESTS := tests/test_selection.py \
+	tests/test_search.py::test_tree_invariants \
+	tests/test_search.py::test_batch_equals_each_element_alone \
+	tests/test_search.py::test_root_value_converges_to_backward_induction \
+	tests/test_graph.py::test_graph_equals_tree_without_transpositions \
+	tests/test_solver.py::test_random_games_dense_rewards_exact_minimax \
+	tests/test_reuse.py::test_subtree_matches_numpy_walk
+
+$(LOWEST_STAMP): pyproject.toml .ci/lowest_requirements.py | $(STAMP)
+	rm -rf $(LOWEST_VENV)
+	$(VENV)/bin/uv venv -q --python $(PY) $(LOWEST_VENV)
+	$(PY) .ci/lowest_requirements.py > $(LOWEST_VENV)/requirements.txt
+	$(VENV)/bin/uv pip install -q --python $(LOWEST_VENV)/bin/python \
+		--resolution lowest-direct -r $(LOWEST_VENV)/requirements.txt
+	touch $(LOWEST_STAMP)
+
+test-lowest: $(LOWEST_STAMP)
+	$(LOWEST_VENV)/bin/python -m pytest $(LOWEST_TESTS) -p no:cacheprovider
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(LOWEST_VENV)

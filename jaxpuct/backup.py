@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -27,15 +26,15 @@ from jaxpuct.walk import Walk
 class _BackupState(NamedTuple):
     """The backup's carry: the statistics arrays are updated in place."""
 
-    depth: chex.Array  # scalar int32, counts down
-    leaf_return: chex.Array  # [B] (or [K, B]) return seen from the node at ``depth``
-    node_visits: chex.Array  # [B, N]
-    node_values: chex.Array  # [B, N]
-    edge_visits: chex.Array  # [B, N, A]
-    node_sq_values: chex.Array | None  # [B, N] second moment, when stored
+    depth: jax.Array  # scalar int32, counts down
+    leaf_return: jax.Array  # [B] (or [K, B]) return seen from the node at ``depth``
+    node_visits: jax.Array  # [B, N]
+    node_values: jax.Array  # [B, N]
+    edge_visits: jax.Array  # [B, N, A]
+    node_sq_values: jax.Array | None  # [B, N] second moment, when stored
 
 
-def store_leaves(tree: Tree, walks: Walk, leaves: NodeData) -> tuple[Tree, chex.Array]:
+def store_leaves(tree: Tree, walks: Walk, leaves: NodeData) -> tuple[Tree, jax.Array]:
     """Stores each walk's evaluated leaf where there is room and returns the values
     to back up into each last edge's parent, ``[K, B]`` ``r + discount * v``.
 
@@ -70,7 +69,7 @@ def store_leaves(tree: Tree, walks: Walk, leaves: NodeData) -> tuple[Tree, chex.
     return tree, leaf_return
 
 
-def backup_visits(tree: Tree, walks: Walk, leaf_return: chex.Array) -> Tree:
+def backup_visits(tree: Tree, walks: Walk, leaf_return: jax.Array) -> Tree:
     """Bottom-up along each path: one visit more for each node and edge, and the
     discounted return folded into each node's running mean.
 
@@ -88,7 +87,7 @@ def _final(tree: Tree, state: _BackupState) -> Tree:
                         edge_visits=state.edge_visits, node_sq_values=state.node_sq_values)
 
 
-def backup_path(tree: Tree, walk: Walk, leaf_return: chex.Array) -> Tree:
+def backup_path(tree: Tree, walk: Walk, leaf_return: jax.Array) -> Tree:
     """One walk per tree (``[B]`` path records, ``leaf_return [B]``). Paths never
     repeat a node, so each step's scatters are duplicate-free. The loop runs
     ``max(num_edges)`` times; its work per step is O(B)."""
@@ -122,7 +121,7 @@ def backup_path(tree: Tree, walk: Walk, leaf_return: chex.Array) -> Tree:
     return _final(tree, jax.lax.while_loop(lambda s: s.depth >= 0, body, init))
 
 
-def backup_paths(tree: Tree, walks: Walk, leaf_return: chex.Array) -> Tree:
+def backup_paths(tree: Tree, walks: Walk, leaf_return: jax.Array) -> Tree:
     """``K`` walks per tree in one loop over depth (``[K, B]`` records).
 
     Several walks may pass through a node (at the same depth: this is a tree),

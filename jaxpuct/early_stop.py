@@ -51,17 +51,18 @@ from __future__ import annotations
 
 import dataclasses
 
-import chex
+import jax
 import jax.numpy as jnp
 
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.extensions import Extension
 from jaxpuct.solver import root_proven
-from jaxpuct.tree import ILLEGAL, Tree
+from jaxpuct.tree import ILLEGAL, Tree, present
 from jaxpuct.walk import Walk
 
 
-@chex.dataclass(frozen=True)
-class StopState:
+@pytree_dataclass
+class StopState(Replaceable):
     """The early-stopping state of one search, per tree (``Tree.early_stop``).
 
     Attributes:
@@ -72,18 +73,18 @@ class StopState:
         it stopped); 0 for a tree that has not stopped.
     """
 
-    walks_left: chex.Array
-    enabled: chex.Array
-    saved: chex.Array
+    walks_left: jax.Array
+    enabled: jax.Array
+    saved: jax.Array
 
     @property
-    def stopped(self) -> chex.Array:
+    def stopped(self) -> jax.Array:
         """``[B]`` bool: the tree's move is decided and it takes no more walks (a
         tree decided with no walk left saves nothing and need not stop)."""
         return self.saved > 0
 
 
-def decided(visits: chex.Array, legal: chex.Array, remaining: chex.Array) -> chex.Array:
+def decided(visits: jax.Array, legal: jax.Array, remaining: jax.Array) -> jax.Array:
     """``[B]`` bool: no other legal action can reach the most visited one's count
     with ``remaining [B]`` more simulations (module docstring: ``N(a) + R < N(b)``
     for every legal ``a != b``, and ``N(b) >= 1``). ``visits [B, A]`` int,
@@ -97,16 +98,21 @@ def decided(visits: chex.Array, legal: chex.Array, remaining: chex.Array) -> che
     return (top >= 1) & ~overtakable
 
 
-def root_decided(tree: Tree, remaining: chex.Array) -> chex.Array:
+def _state(tree: Tree) -> StopState:
+    """The tree's :class:`StopState`, which ``EarlyStop.prepare`` set."""
+    return present(tree.early_stop, "tree.early_stop")
+
+
+def root_decided(tree: Tree, remaining: jax.Array) -> jax.Array:
     """``[B]`` bool :func:`decided` at each root with ``remaining [B]`` walks left."""
     legal = tree.children_index[:, Tree.ROOT_INDEX] != ILLEGAL
     return decided(tree.edge_visits[:, Tree.ROOT_INDEX], legal, remaining)
 
 
-def enable_only(tree: Tree, enabled: chex.Array) -> Tree:
+def enable_only(tree: Tree, enabled: jax.Array) -> Tree:
     """``tree`` whose early stopping applies only where ``enabled`` (``[B]`` or
     scalar bool, may be traced); the others search their full budget."""
-    state = tree.early_stop
+    state = _state(tree)
     enabled = jnp.broadcast_to(jnp.asarray(enabled).astype(jnp.bool_), state.enabled.shape)
     return tree.replace(early_stop=state.replace(enabled=state.enabled & enabled,
                                                  saved=jnp.where(enabled, state.saved, 0)))
@@ -139,24 +145,24 @@ class EarlyStop(Extension):
                           saved=jnp.zeros_like(left))
         return self._check(tree.replace(early_stop=state), jnp.bool_(True))
 
-    def stop(self, tree: Tree, node: chex.Array) -> chex.Array:
-        return tree.early_stop.stopped & (node == Tree.ROOT_INDEX)
+    def stop(self, tree: Tree, node: jax.Array) -> jax.Array:
+        return _state(tree).stopped & (node == Tree.ROOT_INDEX)
 
     def after_walk(self, tree: Tree, walk: Walk, several: bool) -> Tree:
         del walk, several
-        state = tree.early_stop
+        state = _state(tree)
         left = state.walks_left - 1
         tree = tree.replace(early_stop=state.replace(walks_left=left))
         # Only after the step's last walk do the visits hold all of its walks.
         return self._check(tree, left[0] % self.leaves_per_step == 0)
 
-    def done(self, tree: Tree) -> chex.Array:
-        return tree.early_stop.stopped | tree.node_terminal[:, Tree.ROOT_INDEX]
+    def done(self, tree: Tree) -> jax.Array:
+        return _state(tree).stopped | tree.node_terminal[:, Tree.ROOT_INDEX]
 
     @staticmethod
-    def _check(tree: Tree, step_end: chex.Array) -> Tree:
+    def _check(tree: Tree, step_end: jax.Array) -> Tree:
         """Stops the enabled trees the visits decide, where ``step_end``."""
-        state = tree.early_stop
+        state = _state(tree)
         # A stopped tree's visits no longer change and R only shrinks, so it stays
         # decided and keeps the count it stopped with. A root the solver proved
         # takes no-op walks already: they are not this extension's savings.

@@ -32,7 +32,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -59,8 +58,8 @@ class SearchKeys(NamedTuple):
     """The keys of one search: ``shared`` seeds the expander (folded with the step),
     ``elements [B]`` each tree's own selection noise (folded with the simulation)."""
 
-    shared: chex.PRNGKey
-    elements: chex.Array
+    shared: jax.Array
+    elements: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +98,8 @@ class EngineConfig:
 
 class _LoopState(NamedTuple):
     tree: Tree
-    marks: chex.Array | None  # [B, N] graph search: simulation that last entered a node
-    stamp: chex.Array | None  # [B, N] virtual loss ("loss" mode, K > 1)
+    marks: jax.Array | None  # [B, N] graph search: simulation that last entered a node
+    stamp: jax.Array | None  # [B, N] virtual loss ("loss" mode, K > 1)
     buffers: Any  # path records reused between steps: Walk [B] or StepWalks [K, B]
     counts: Any  # the expander's counts, summed
 
@@ -134,10 +133,12 @@ def run(params: Any, keys: SearchKeys, tree: Tree, expander: Expander, rule: Sel
     k_total, depth_limit = config.leaves_per_step, config.max_depth
     stop = ext_lib.stop_fn(extensions, tree)
     several = k_total > 1
-    after_walk = None
+    def each_after_walk(t: Tree, walk: Walk) -> Tree:
+        return ext_lib.after_walk(extensions, t, walk, several)
+
+    after_walk: AfterWalk | None = None
     if any(ext_lib.overrides(e, "after_walk") for e in extensions):
-        def after_walk(t, walk):
-            return ext_lib.after_walk(extensions, t, walk, several)
+        after_walk = each_after_walk
     if config.backup is not None:
         backup = config.backup
     elif tree.is_graph:

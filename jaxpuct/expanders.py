@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -41,8 +40,8 @@ class Expander(Protocol):
     """``(params, key, embedding [M, ...], action [M], needed [M]) -> (NodeData
     [M], counts)`` with ``initial_counts()`` (module docstring)."""
 
-    def __call__(self, params: Any, rng_key: chex.PRNGKey, embedding: Any,
-                 action: chex.Array, needed: chex.Array) -> tuple[NodeData, Any]: ...
+    def __call__(self, params: Any, rng_key: jax.Array, embedding: Any,
+                 action: jax.Array, needed: jax.Array) -> tuple[NodeData, Any]: ...
 
     def initial_counts(self) -> Any: ...
 
@@ -67,8 +66,8 @@ class RecurrentExpander:
     num_actions: int
     graph: graph_lib.GraphConfig | None = None
 
-    def __call__(self, params: Any, rng_key: chex.PRNGKey, embedding: Any,
-                 action: chex.Array, needed: chex.Array) -> tuple[NodeData, Any]:
+    def __call__(self, params: Any, rng_key: jax.Array, embedding: Any,
+                 action: jax.Array, needed: jax.Array) -> tuple[NodeData, Any]:
         del needed  # one call on every row: the network sees a fixed batch
         batch_size, num_actions = action.shape[0], self.num_actions
         output, new_embedding = validation.unpack_recurrent_result(
@@ -103,7 +102,7 @@ class RecurrentExpander:
         return None
 
 
-def evaluate_walks(params: Any, rng_key: chex.PRNGKey, tree: Tree, walks: Walk,
+def evaluate_walks(params: Any, rng_key: jax.Array, tree: Tree, walks: Walk,
                    expander: Expander) -> tuple[NodeData, Any]:
     """Calls ``expander`` once on the last edges of ``walks [K, B]`` (one call on
     ``[B * K]`` rows, row ``b * K + k``) and returns the new nodes ``[K, B, ...]``

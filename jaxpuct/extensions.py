@@ -27,11 +27,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import chex
+import jax
 import jax.numpy as jnp
 
 from jaxpuct.selection import SelectionRule
-from jaxpuct.tree import Tree, with_second_moment
+from jaxpuct.tree import Tree, present, with_second_moment
 from jaxpuct.walk import StopFn, Walk
 
 
@@ -47,7 +47,7 @@ class Extension:
         del selection
         return rule
 
-    def stop(self, tree: Tree, node: chex.Array) -> chex.Array | None:
+    def stop(self, tree: Tree, node: jax.Array) -> jax.Array | None:
         del tree, node
         return None
 
@@ -55,7 +55,7 @@ class Extension:
         del walk, several
         return tree
 
-    def done(self, tree: Tree) -> chex.Array | None:
+    def done(self, tree: Tree) -> jax.Array | None:
         del tree
         return None
 
@@ -94,10 +94,12 @@ def stop_fn(extensions: Sequence[Extension], tree: Tree) -> StopFn | None:
     if not active:
         return None
 
-    def stop(tree: Tree, node: chex.Array) -> chex.Array:
-        result = active[0].stop(tree, node)
+    # An extension that overrides a hook returns an array from it (``None`` is the
+    # base class's "no opinion", and only overriding extensions are called).
+    def stop(tree: Tree, node: jax.Array) -> jax.Array:
+        result = present(active[0].stop(tree, node), "Extension.stop's result")
         for extension in active[1:]:
-            result = result | extension.stop(tree, node)
+            result = result | present(extension.stop(tree, node), "Extension.stop's result")
         return result
 
     return stop
@@ -115,12 +117,12 @@ def has_done(extensions: Sequence[Extension]) -> bool:
     return any(overrides(e, "done") for e in extensions)
 
 
-def done(extensions: Sequence[Extension], tree: Tree) -> chex.Array:
+def done(extensions: Sequence[Extension], tree: Tree) -> jax.Array:
     """``[B]`` bool: some extension says the tree needs no more simulations."""
     result = jnp.zeros((tree.batch_size,), jnp.bool_)
     for extension in extensions:
         if overrides(extension, "done"):
-            result = result | extension.done(tree)
+            result = result | present(extension.done(tree), "Extension.done's result")
     return result
 
 

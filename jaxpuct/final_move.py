@@ -27,10 +27,10 @@ import jax.numpy as jnp
 from jaxpuct.indexing import row_take
 from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.selection import PUCTConfig, exploration_weight
-from jaxpuct.tree import Tree
+from jaxpuct.tree import Tree, present
 
 
-def root_edge_moments(tree: Tree) -> tuple[chex.Array, chex.Array]:
+def root_edge_moments(tree: Tree) -> tuple[jax.Array, jax.Array]:
     """``(Q(root, a), E[X**2](root, a))``, both ``[B, A]``, from the root player's
     view: ``X = r + d * Y`` with ``Y`` the child's returns, so
     ``E[X**2] = r**2 + 2 r d Q(child) + d**2 E[Y**2](child)``. Edges with no child
@@ -43,7 +43,7 @@ def root_edge_moments(tree: Tree) -> tuple[chex.Array, chex.Array]:
     safe = jnp.maximum(children, 0)
     if tree.edge_rewards is not None:
         reward = tree.edge_rewards[:, Tree.ROOT_INDEX]
-        discount = tree.edge_discounts[:, Tree.ROOT_INDEX]
+        discount = present(tree.edge_discounts, "tree.edge_discounts")[:, Tree.ROOT_INDEX]
     else:
         reward, discount = row_take(tree.node_rewards, safe), row_take(tree.node_discounts, safe)
     child_q = row_take(tree.node_values, safe)
@@ -53,8 +53,8 @@ def root_edge_moments(tree: Tree) -> tuple[chex.Array, chex.Array]:
     return jnp.where(has_child, q, 0.0), jnp.where(has_child, sq, 0.0)
 
 
-def lcb_values(visits: chex.Array, q: chex.Array, sq: chex.Array,
-               lcb_stdevs: float = 5.0) -> chex.Array:
+def lcb_values(visits: jax.Array, q: jax.Array, sq: jax.Array,
+               lcb_stdevs: float = 5.0) -> jax.Array:
     """``[B, A]`` lower confidence bounds ``Q - lcb_stdevs * sqrt(Var / N)`` with
     ``Var = max(E[X**2] - Q**2, 0)``, from ``visits``, ``q`` and ``sq`` ``[B, A]``;
     ``-inf`` where ``N = 0``. (KataGo also widens the bound of low-visit moves
@@ -65,8 +65,8 @@ def lcb_values(visits: chex.Array, q: chex.Array, sq: chex.Array,
     return jnp.where(n > 0, q - radius, -jnp.inf)
 
 
-def lcb_choice(visits: chex.Array, q: chex.Array, sq: chex.Array, lcb_stdevs: float = 5.0,
-               min_visit_share: float = 0.15) -> chex.Array:
+def lcb_choice(visits: jax.Array, q: jax.Array, sq: jax.Array, lcb_stdevs: float = 5.0,
+               min_visit_share: float = 0.15) -> jax.Array:
     """``[B]`` int32: among the moves with ``N(a) >= min_visit_share * max_b N(b)``
     (and ``N(a) > 0``) the one with the highest :func:`lcb_values` (lowest index
     on ties); ``-1`` in a row with no visit. Inputs ``[B, A]``."""
@@ -79,16 +79,16 @@ def lcb_choice(visits: chex.Array, q: chex.Array, sq: chex.Array, lcb_stdevs: fl
 
 
 def lcb_action(tree: Tree, lcb_stdevs: float = 5.0, min_visit_share: float = 0.15
-               ) -> chex.Array:
+               ) -> jax.Array:
     """``[B]`` the LCB move of each root (see :func:`lcb_choice`); needs
     ``tree.node_sq_values``."""
     q, sq = root_edge_moments(tree)
     return lcb_choice(tree.edge_visits[:, Tree.ROOT_INDEX], q, sq, lcb_stdevs, min_visit_share)
 
 
-def prune_policy_target(visits: chex.Array, prior: chex.Array, q: chex.Array,
+def prune_policy_target(visits: jax.Array, prior: jax.Array, q: jax.Array,
                         config: PUCTConfig = PUCTConfig(), forced_k: float = 2.0
-                        ) -> chex.Array:
+                        ) -> jax.Array:
     """KataGo's pruned policy target ``[B, A]`` float32 (unnormalised visit weights).
 
     With ``N = Σ_a N(a)``, ``c = c(N)`` of ``config`` and the PUCT value
@@ -130,10 +130,10 @@ __all__ = ["lcb_action", "lcb_choice", "lcb_values", "prune_policy_target",
 
 
 def visit_policy(
-    visit_counts: chex.Array,
+    visit_counts: jax.Array,
     temperature: chex.Numeric,
-    legal: chex.Array | None = None,
-) -> chex.Array:
+    legal: jax.Array | None = None,
+) -> jax.Array:
     """``π(a) ∝ N(a)^(1/τ)``; ``τ = 0`` puts all mass on the most visited action
     (lowest index on ties).
 
@@ -166,7 +166,7 @@ def visit_policy(
     return jnp.where(total > 0, weights, 0.0)
 
 
-def value_weighted_policy(visit_counts: chex.Array, qvalues: chex.Array) -> chex.Array:
+def value_weighted_policy(visit_counts: jax.Array, qvalues: jax.Array) -> jax.Array:
     """``π(a) ∝ N(a) · (1 + Q(a))`` for values in [-1, 1]: visits of moves that
     turned out bad count for less (a value-weighted visit target).
 
@@ -181,7 +181,7 @@ def value_weighted_policy(visit_counts: chex.Array, qvalues: chex.Array) -> chex
     return normalize(weights)
 
 
-def sample_action(rng_keys: chex.Array, weights: chex.Array) -> chex.Array:
+def sample_action(rng_keys: jax.Array, weights: jax.Array) -> jax.Array:
     """``[B]`` int32 actions drawn from ``weights [B, A]`` (one key per row of
     ``rng_keys [B]``); ``-1`` in a row with no weight."""
     has_weight = jnp.any(weights > 0, axis=-1)

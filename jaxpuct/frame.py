@@ -163,17 +163,17 @@ class Prepared(NamedTuple):
 
     tree: Tree
     keys: SearchKeys
-    sample_keys: chex.Array
-    prior: chex.Array
-    legal: chex.Array
+    sample_keys: jax.Array
+    prior: jax.Array
+    legal: jax.Array
 
 
-def prepare(root: Any, rng_key: chex.PRNGKey, num_simulations: int,
-            invalid_actions: chex.Array | None, options: Options, *,
+def prepare(root: Any, rng_key: jax.Array, num_simulations: int,
+            invalid_actions: jax.Array | None, options: Options, *,
             tree: Tree | None = None, max_nodes: int | None = None,
             graph: GraphConfig | None = None,
-            noise: tuple[chex.Numeric, chex.Numeric, chex.Array | None] | None = None,
-            root_prior: chex.Array | None = None,
+            noise: tuple[chex.Numeric, chex.Numeric, jax.Array | None] | None = None,
+            root_prior: jax.Array | None = None,
             chance: ChanceLayout | None = None,
             sampled: SampledLayout | None = None) -> Prepared:
     """Checks the call once and prepares the tree (module docstring).

@@ -44,14 +44,21 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
 from jaxpuct.indexing import row_add, row_set, row_take
 from jaxpuct.numerics import gather_rows
-from jaxpuct.tree import UNEXPANDED, NodeData, Tree, edge_qvalues, link_children, store_nodes
+from jaxpuct.tree import (
+    UNEXPANDED,
+    NodeData,
+    Tree,
+    edge_qvalues,
+    link_children,
+    present,
+    store_nodes,
+)
 
 if TYPE_CHECKING:
     from jaxpuct.walk import Walk
@@ -82,7 +89,7 @@ class GraphConfig:
     edge_rewards: bool = True
     max_probes: int = 16
     table_factor: int = 2
-    hash_fn: Callable[[Any], chex.Array] | None = None
+    hash_fn: Callable[[Any], jax.Array] | None = None
 
     def __post_init__(self):
         if not (isinstance(self.max_probes, int) and self.max_probes >= 1):
@@ -105,7 +112,7 @@ class GraphConfig:
         return max(size, self.max_probes)
 
 
-def state_hash(config: GraphConfig, output: Any, embedding: Any, what: str) -> chex.Array:
+def state_hash(config: GraphConfig, output: Any, embedding: Any, what: str) -> jax.Array:
     """``[B, 2]`` uint32 hash of a state, from ``hash_fn`` or the output's field."""
     if config.hash_fn is not None:
         # Not cast: an int32 or float "hash" is a mistake to report, not to hide.
@@ -121,41 +128,43 @@ def state_hash(config: GraphConfig, output: Any, embedding: Any, what: str) -> c
     return value.astype(jnp.uint32)
 
 
-def _probe_slots(table_size: int, max_probes: int, hashes: chex.Array) -> chex.Array:
+def _probe_slots(table_size: int, max_probes: int, hashes: jax.Array) -> jax.Array:
     """``[B, P]`` table slots to probe for ``hashes [B, 2]`` (linear probing)."""
     start = (hashes[:, 0] & jnp.uint32(table_size - 1)).astype(jnp.int32)
     return (start[:, None] + jnp.arange(max_probes)[None, :]) & (table_size - 1)
 
 
-def lookup(tree: Tree, max_probes: int, hashes: chex.Array) -> chex.Array:
+def lookup(tree: Tree, max_probes: int, hashes: jax.Array) -> jax.Array:
     """``[B]`` node index holding ``hashes [B, 2]`` in each tree, or -1."""
-    slots = _probe_slots(tree.hash_table.shape[1], max_probes, hashes)
-    nodes = row_take(tree.hash_table, slots)
-    stored = row_take(tree.node_hash, jnp.maximum(nodes, 0))
+    table = present(tree.hash_table, "tree.hash_table")
+    slots = _probe_slots(table.shape[1], max_probes, hashes)
+    nodes = row_take(table, slots)
+    stored = row_take(present(tree.node_hash, "tree.node_hash"), jnp.maximum(nodes, 0))
     match = (nodes >= 0) & jnp.all(stored == hashes[:, None, :], axis=-1)
     first = jnp.argmax(match, axis=-1)
     return jnp.where(jnp.any(match, axis=-1), row_take(nodes, first), -1)
 
 
-def insert(tree: Tree, max_probes: int, hashes: chex.Array, nodes: chex.Array,
-           do_insert: chex.Array) -> Tree:
+def insert(tree: Tree, max_probes: int, hashes: jax.Array, nodes: jax.Array,
+           do_insert: jax.Array) -> Tree:
     """Writes ``nodes [B]`` under ``hashes [B, 2]`` where ``do_insert [B]``, in the
     first empty slot of the probe window (skipped if the window is full)."""
-    table_size = tree.hash_table.shape[1]
+    table = present(tree.hash_table, "tree.hash_table")
+    table_size = table.shape[1]
     slots = _probe_slots(table_size, max_probes, hashes)
-    empty = row_take(tree.hash_table, slots) == EMPTY_SLOT
+    empty = row_take(table, slots) == EMPTY_SLOT
     first = row_take(slots, jnp.argmax(empty, axis=-1))
     ok = do_insert & jnp.any(empty, axis=-1)
     target = jnp.where(ok, first, table_size)
-    return tree.replace(hash_table=row_set(tree.hash_table, target, nodes))
+    return tree.replace(hash_table=row_set(table, target, nodes))
 
 
-def empty_table(batch_size: int, table_size: int) -> chex.Array:
+def empty_table(batch_size: int, table_size: int) -> jax.Array:
     """``[B, T]`` int32 transposition table with every slot empty."""
     return jnp.full((batch_size, table_size), EMPTY_SLOT, jnp.int32)
 
 
-def with_graph_arrays(tree: Tree, config: GraphConfig, root_hash: chex.Array) -> Tree:
+def with_graph_arrays(tree: Tree, config: GraphConfig, root_hash: jax.Array) -> Tree:
     """Adds the graph-search arrays to a tree that holds only its roots, and
     enters each root's ``root_hash [B, 2]`` in its transposition table."""
     batch_size, max_nodes = tree.batch_size, tree.max_nodes
@@ -172,8 +181,8 @@ def with_graph_arrays(tree: Tree, config: GraphConfig, root_hash: chex.Array) ->
                   jnp.ones((batch_size,), jnp.bool_))
 
 
-def add_leaves(tree: Tree, config: GraphConfig, parent: chex.Array, action: chex.Array,
-               evaluated: chex.Array, leaf: NodeData) -> Tree:
+def add_leaves(tree: Tree, config: GraphConfig, parent: jax.Array, action: jax.Array,
+               evaluated: jax.Array, leaf: NodeData) -> Tree:
     """Graph-mode storage of the leaves evaluated at edges ``(parent [B], action [B])``
     (where ``evaluated [B]``).
 
@@ -183,18 +192,20 @@ def add_leaves(tree: Tree, config: GraphConfig, parent: chex.Array, action: chex
     ``edge_rewards`` every evaluated edge keeps its own reward and discount,
     also when the graph is full.
     """
-    known = lookup(tree, config.max_probes, leaf.state_hash)
+    hashes = present(leaf.state_hash, "the new nodes' state_hash")
+    known = lookup(tree, config.max_probes, hashes)
     transposition = evaluated & (known >= 0)
     store = evaluated & ~transposition & (tree.num_nodes < tree.max_nodes)
     slot = tree.num_nodes
     tree = store_nodes(tree, parent, action, store, leaf)
-    tree = insert(tree, config.max_probes, leaf.state_hash, slot, store)
+    tree = insert(tree, config.max_probes, hashes, slot, store)
     tree = link_children(tree, parent, action, known, transposition)
     if tree.edge_rewards is not None:
         edge_parent = jnp.where(evaluated, parent, tree.max_nodes)
         tree = tree.replace(
             edge_rewards=row_set(tree.edge_rewards, (edge_parent, action), leaf.reward),
-            edge_discounts=row_set(tree.edge_discounts, (edge_parent, action), leaf.discount))
+            edge_discounts=row_set(present(tree.edge_discounts, "tree.edge_discounts"),
+                                   (edge_parent, action), leaf.discount))
     return tree
 
 
@@ -205,23 +216,24 @@ def rebuild_hash_table(tree: Tree, max_probes: int | None = None) -> Tree:
     if not tree.is_graph:
         return tree
     if max_probes is None:
-        max_probes = tree.graph.max_probes
-    table = tree.replace(hash_table=empty_table(tree.batch_size, tree.hash_table.shape[1]))
+        max_probes = present(tree.graph, "tree.graph").max_probes
+    table_size = present(tree.hash_table, "tree.hash_table").shape[1]
+    table = tree.replace(hash_table=empty_table(tree.batch_size, table_size))
 
     def body(index, t):
         hashes = t.node_hash[:, index]
         used = index < t.num_nodes
-        present = lookup(t, max_probes, hashes) >= 0
+        known = lookup(t, max_probes, hashes) >= 0
         return insert(t, max_probes, hashes, jnp.full((t.batch_size,), index, jnp.int32),
-                      used & ~present)
+                      used & ~known)
 
     return jax.lax.fori_loop(0, tree.max_nodes, body, table)
 
 
-def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
-                    visits: chex.Array, values: chex.Array,
-                    edge_visits: chex.Array, sq_values: chex.Array | None = None,
-                    ) -> tuple[chex.Array, chex.Array, chex.Array | None]:
+def recompute_nodes(tree: Tree, node: jax.Array, on_path: jax.Array,
+                    visits: jax.Array, values: jax.Array,
+                    edge_visits: jax.Array, sq_values: jax.Array | None = None,
+                    ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """Idempotent update of ``node [B]`` (where ``on_path``): returns the new
     ``visits``, ``values`` and (when given) second-moment ``sq_values`` arrays.
 
@@ -258,23 +270,24 @@ def recompute_nodes(tree: Tree, node: chex.Array, on_path: chex.Array,
     return visits, values, sq_values
 
 
-def edge_reward_discount(tree: Tree, node: chex.Array, children: chex.Array
-                         ) -> tuple[chex.Array, chex.Array]:
+def edge_reward_discount(tree: Tree, node: jax.Array, children: jax.Array
+                         ) -> tuple[jax.Array, jax.Array]:
     """``(reward [B, A], discount [B, A])`` of the edges of ``node [B]`` whose
     children are ``children [B, A]`` (non-negative indices)."""
     if tree.edge_rewards is not None:
-        return gather_rows(tree.edge_rewards, node), gather_rows(tree.edge_discounts, node)
+        discounts = present(tree.edge_discounts, "tree.edge_discounts")
+        return gather_rows(tree.edge_rewards, node), gather_rows(discounts, node)
     return row_take(tree.node_rewards, children), row_take(tree.node_discounts, children)
 
 
 class _GraphBackupState(NamedTuple):
     """The graph backup's carry."""
 
-    depth: chex.Array
-    node_visits: chex.Array
-    node_values: chex.Array
-    edge_visits: chex.Array
-    node_sq_values: chex.Array | None
+    depth: jax.Array
+    node_visits: jax.Array
+    node_values: jax.Array
+    edge_visits: jax.Array
+    node_sq_values: jax.Array | None
 
 
 def backup_graph(tree: Tree, walk: Walk) -> Tree:

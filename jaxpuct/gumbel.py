@@ -48,6 +48,7 @@ import numpy as np
 
 from jaxpuct import frame, validation
 from jaxpuct import solver as solver_lib
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.expanders import RecurrentExpander
 from jaxpuct.final_move import lcb_action
 from jaxpuct.graph import GraphConfig
@@ -157,15 +158,15 @@ def considered_visits_table(max_num_considered_actions: int,
 # ---------------------------------------------------------------- completed Q
 
 
-def prior_logits(prior: chex.Array) -> chex.Array:
+def prior_logits(prior: jax.Array) -> jax.Array:
     """``[B, A]`` logits ``log(prior)`` of ``prior [B, A]`` probabilities,
     ``MASKED_LOGIT`` where the prior is 0 (illegal actions): finite everywhere."""
     positive = prior > 0
     return jnp.where(positive, jnp.log(jnp.where(positive, prior, 1.0)), MASKED_LOGIT)
 
 
-def mixed_value(raw_value: chex.Array, prior: chex.Array, visits: chex.Array,
-                qvalues: chex.Array, has_q: chex.Array) -> chex.Array:
+def mixed_value(raw_value: jax.Array, prior: jax.Array, visits: jax.Array,
+                qvalues: jax.Array, has_q: jax.Array) -> jax.Array:
     """``[B]`` mixed value ``(U + ΣN · Σ_b π(b) Q(b) / Σ_b π(b)) / (ΣN + 1)``, the
     sums over the actions with a Q (Danihelka et al. 2022, appendix D, eq. 33).
 
@@ -189,9 +190,9 @@ def mixed_value(raw_value: chex.Array, prior: chex.Array, visits: chex.Array,
     return (raw_value + total_visits * weighted_q) / (total_visits + 1.0)
 
 
-def scaled_completed_qvalues(config: CompletedQConfig, raw_value: chex.Array,
-                             prior: chex.Array, visits: chex.Array, qvalues: chex.Array,
-                             has_q: chex.Array) -> chex.Array:
+def scaled_completed_qvalues(config: CompletedQConfig, raw_value: jax.Array,
+                             prior: jax.Array, visits: jax.Array, qvalues: jax.Array,
+                             has_q: jax.Array) -> jax.Array:
     """``[B, A]`` ``σ(q̂)``: completed, optionally rescaled, and scaled Q-values.
 
     Unvisited actions (``~has_q``) get the mixed value (or ``raw_value`` when
@@ -220,8 +221,8 @@ def scaled_completed_qvalues(config: CompletedQConfig, raw_value: chex.Array,
     return (visit_scale * config.value_scale)[:, None] * completed
 
 
-@chex.dataclass(frozen=True)
-class NodeStats:
+@pytree_dataclass
+class NodeStats(Replaceable):
     """What the Gumbel rules read at one node of each tree.
 
     Attributes:
@@ -231,13 +232,13 @@ class NodeStats:
       legal: ``[B, A]`` bool.
     """
 
-    logits: chex.Array
-    sigma: chex.Array
-    visits: chex.Array
-    legal: chex.Array
+    logits: jax.Array
+    sigma: jax.Array
+    visits: jax.Array
+    legal: jax.Array
 
 
-def node_stats(tree: Tree, config: CompletedQConfig, node: chex.Array,
+def node_stats(tree: Tree, config: CompletedQConfig, node: jax.Array,
                is_root: bool) -> NodeStats:
     """:class:`NodeStats` at ``node [B]``; the root (static ``is_root``) uses
     ``tree.root_prior``.
@@ -257,7 +258,7 @@ def node_stats(tree: Tree, config: CompletedQConfig, node: chex.Array,
     return NodeStats(logits=prior_logits(prior), sigma=sigma, visits=visits, legal=legal)
 
 
-def improved_policy(stats: NodeStats) -> chex.Array:
+def improved_policy(stats: NodeStats) -> jax.Array:
     """``[B, A]`` ``π' = softmax(logits + σ(q̂))`` over the legal actions (zero
     elsewhere, and all zeros in a row with no legal action)."""
     z = jnp.where(stats.legal, stats.logits + stats.sigma, MASKED_LOGIT)
@@ -270,7 +271,7 @@ def improved_policy(stats: NodeStats) -> chex.Array:
 # -------------------------------------------------------------------- the rules
 
 
-def interior_scores(stats: NodeStats) -> chex.Array:
+def interior_scores(stats: NodeStats) -> jax.Array:
     """``[B, A]`` ``π'(a) - N(a) / (1 + ΣN)`` (Danihelka et al. 2022, section 5),
     ``-inf`` at illegal actions: its argmax makes the visit frequencies track
     ``π'`` deterministically."""
@@ -280,8 +281,8 @@ def interior_scores(stats: NodeStats) -> chex.Array:
     return jnp.where(stats.legal, scores, -jnp.inf)
 
 
-def considered_scores(stats: NodeStats, gumbel: chex.Array, visits: chex.Array,
-                      considered_visit: chex.Array) -> chex.Array:
+def considered_scores(stats: NodeStats, gumbel: jax.Array, visits: jax.Array,
+                      considered_visit: jax.Array) -> jax.Array:
     """``[B, A]`` ``max(MASKED_LOGIT, g + logits - max(logits) + σ(q̂))`` where
     ``visits [B, A] == considered_visit [B]`` and the action is legal, ``-inf``
     elsewhere (mctx's ``score_considered`` with its root mask).
@@ -299,8 +300,8 @@ def gumbel_interior_rule(config: CompletedQConfig) -> ActionFn:
     """The interior ``ActionFn``: argmax of :func:`interior_scores` (lowest index
     on ties, like mctx's ``argmax``)."""
 
-    def action(tree: Tree, node: chex.Array, depth: chex.Array,
-               rng_keys: chex.Array) -> chex.Array:
+    def action(tree: Tree, node: jax.Array, depth: jax.Array,
+               rng_keys: jax.Array) -> jax.Array:
         del depth, rng_keys  # deterministic
         scores = interior_scores(node_stats(tree, config, node, is_root=False))
         return jnp.argmax(scores, axis=-1).astype(jnp.int32)
@@ -308,8 +309,8 @@ def gumbel_interior_rule(config: CompletedQConfig) -> ActionFn:
     return action
 
 
-def gumbel_root_rule(config: CompletedQConfig, gumbel: chex.Array, base_visits: chex.Array,
-                     num_considered: chex.Array, table: np.ndarray) -> ActionFn:
+def gumbel_root_rule(config: CompletedQConfig, gumbel: jax.Array, base_visits: jax.Array,
+                     num_considered: jax.Array, table: np.ndarray) -> ActionFn:
     """The root ``ActionFn``: sequential halving with Gumbel.
 
     Args:
@@ -323,8 +324,8 @@ def gumbel_root_rule(config: CompletedQConfig, gumbel: chex.Array, base_visits: 
     schedule = jnp.asarray(table)
     last = table.shape[1] - 1
 
-    def action(tree: Tree, node: chex.Array, depth: chex.Array,
-               rng_keys: chex.Array) -> chex.Array:
+    def action(tree: Tree, node: jax.Array, depth: jax.Array,
+               rng_keys: jax.Array) -> jax.Array:
         del depth, rng_keys  # the randomness is the Gumbel draw
         stats = node_stats(tree, config, node, is_root=True)
         new_visits = stats.visits - base_visits
@@ -341,17 +342,17 @@ def gumbel_root_rule(config: CompletedQConfig, gumbel: chex.Array, base_visits: 
 
 def gumbel_policy(
     params: Any,
-    rng_key: chex.PRNGKey,
+    rng_key: jax.Array,
     root: Any,
     recurrent_fn: RecurrentFn,
     num_simulations: int,
-    invalid_actions: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
     max_depth: int | None = None,
     *,
     max_num_considered_actions: int = 16,
     gumbel_scale: chex.Numeric = 1.0,
     qtransform: CompletedQConfig = CompletedQConfig(),
-    gumbel: chex.Array | None = None,
+    gumbel: jax.Array | None = None,
     max_nodes: int | None = None,
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
@@ -486,14 +487,14 @@ class GumbelRoot:
     """
 
     qtransform: CompletedQConfig
-    gumbel: chex.Array
+    gumbel: jax.Array
     start: NodeStats
-    num_considered: chex.Array
+    num_considered: jax.Array
     table: np.ndarray
 
     @classmethod
     def begin(cls, prepared: Any, qtransform: CompletedQConfig, max_considered: int,
-              num_simulations: int, gumbel: chex.Array | None,
+              num_simulations: int, gumbel: jax.Array | None,
               gumbel_scale: chex.Numeric) -> GumbelRoot:
         """The draw (``gumbel [B, A]`` given, else one per tree from the frame's
         move keys) and the root's statistics of ``prepared.tree``."""
@@ -523,7 +524,7 @@ class GumbelRoot:
                                 self.num_considered, self.table)
 
     def move(self, tree: Tree, final_move: str, solver: bool
-             ) -> tuple[chex.Array, chex.Array]:
+             ) -> tuple[jax.Array, jax.Array]:
         """``(action [B], improved policy [B, W])`` after the search: the best
         ``g + logits + σ(q̂)`` among the actions most visited in this search (or
         the LCB move; a proven root's solver move)."""

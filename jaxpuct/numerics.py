@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -20,7 +19,7 @@ from jaxpuct.indexing import row_take
 WEIGHT_FLOOR = 1e-30
 
 
-def gather_rows(array: chex.Array, index: chex.Array) -> chex.Array:
+def gather_rows(array: jax.Array, index: jax.Array) -> jax.Array:
     """``array[b, index[b]]`` for every ``b``: ``[B, N, ...]``, ``[B]`` -> ``[B, ...]``.
 
     One gather (:func:`jaxpuct.indexing.row_take`); an index out of range reads the
@@ -28,7 +27,7 @@ def gather_rows(array: chex.Array, index: chex.Array) -> chex.Array:
     return row_take(array, index)
 
 
-def batch_where(pred: chex.Array, on_true: Any, on_false: Any) -> Any:
+def batch_where(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     """Per batch element, ``on_true`` where ``pred [B]`` else ``on_false``: two
     pytrees of the same structure with leaves ``[B, ...]``."""
 
@@ -38,19 +37,19 @@ def batch_where(pred: chex.Array, on_true: Any, on_false: Any) -> Any:
     return jax.tree.map(pick, on_true, on_false)
 
 
-def finite_or_zero(x: chex.Array) -> chex.Array:
+def finite_or_zero(x: jax.Array) -> jax.Array:
     """``x`` as float32 with NaN and +-inf replaced by 0 (a diverged network's value)."""
     x = x.astype(jnp.float32)
     return jnp.where(jnp.isfinite(x), x, 0.0)
 
 
-def normalize(weights: chex.Array) -> chex.Array:
+def normalize(weights: jax.Array) -> jax.Array:
     """``[B, A]`` non-negative weights divided by their row sum; rows summing to 0 stay 0."""
     total = jnp.sum(weights, axis=-1, keepdims=True)
     return jnp.where(total > 0, weights / jnp.maximum(total, WEIGHT_FLOOR), 0.0)
 
 
-def is_masked_logit(logits: chex.Array) -> chex.Array:
+def is_masked_logit(logits: jax.Array) -> jax.Array:
     """``[B, A]`` bool: the logit masks its action (``-inf`` or ``<= finfo(dtype).min``).
 
     NaN is not a mask (it is a diverged network, see :func:`prior_and_legal`).
@@ -62,7 +61,7 @@ def is_masked_logit(logits: chex.Array) -> chex.Array:
     return logits <= jnp.finfo(logits.dtype).min
 
 
-def prior_and_legal(logits: chex.Array, legal: chex.Array) -> tuple[chex.Array, chex.Array]:
+def prior_and_legal(logits: jax.Array, legal: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The prior ``[B, A]`` and the legal mask ``[B, A]`` the search uses.
 
     * A legal action whose logit is ``-inf`` or the lowest finite number of
@@ -101,7 +100,7 @@ def prior_and_legal(logits: chex.Array, legal: chex.Array) -> tuple[chex.Array, 
     return normalize(jnp.where(legal, jnp.exp(logits - top), 0.0)), legal
 
 
-def masked_softmax(logits: chex.Array, legal: chex.Array) -> chex.Array:
+def masked_softmax(logits: jax.Array, legal: jax.Array) -> jax.Array:
     """``[B, A]`` softmax of ``logits [B, A]`` over ``legal [B, A]``; see
     :func:`prior_and_legal` for ``-inf``, NaN and empty rows."""
     return prior_and_legal(logits, legal)[0]

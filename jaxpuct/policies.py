@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import chex
+import jax
 import jax.numpy as jnp
 
 from jaxpuct import frame, validation
@@ -32,18 +33,18 @@ from jaxpuct.virtual_loss import VirtualLoss
 
 def alphazero_policy(
     params: Any,
-    rng_key: chex.PRNGKey,
+    rng_key: jax.Array,
     root: Any,
     recurrent_fn: RecurrentFn,
     num_simulations: int,
-    invalid_actions: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
     max_depth: int | None = None,
     *,
     max_nodes: int | None = None,
     selection: PUCTConfig | SelectionRule = PUCTConfig(),
     dirichlet_fraction: chex.Numeric = 0.25,
     dirichlet_alpha: chex.Numeric = 0.3,
-    dirichlet: chex.Array | None = None,
+    dirichlet: jax.Array | None = None,
     temperature: chex.Numeric = 1.0,
     value_weighted: bool = False,
     tree: Tree | None = None,
@@ -52,7 +53,7 @@ def alphazero_policy(
     virtual_loss: VirtualLoss | None = None,
     final_move: str = "visits",
     solver: bool | SolverConfig = False,
-    early_stop: bool | chex.Array = False,
+    early_stop: bool | jax.Array = False,
 ) -> PolicyOutput[Tree]:
     """Runs PUCT search and returns the move and the search policy.
 

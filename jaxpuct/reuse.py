@@ -55,7 +55,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -65,14 +64,14 @@ from jaxpuct import validation
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import batch_where
 from jaxpuct.roots import check_init_args, new_tree
-from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, with_second_moment
+from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, present, with_second_moment
 
 Reachability = Literal["auto", "pointer_jumping", "frontier"]
 REACHABILITY_METHODS: tuple[Reachability, ...] = ("auto", "pointer_jumping", "frontier")
 
 
-def subtree(tree: Tree, action: chex.Array, *, reachability: Reachability = "auto",
-            graph: GraphConfig | None = None) -> tuple[Tree, chex.Array]:
+def subtree(tree: Tree, action: jax.Array, *, reachability: Reachability = "auto",
+            graph: GraphConfig | None = None) -> tuple[Tree, jax.Array]:
     """The subtree under ``action`` played at the root, as a new tree.
 
     Args:
@@ -105,8 +104,8 @@ def subtree(tree: Tree, action: chex.Array, *, reachability: Reachability = "aut
     return subtree_path(tree, action[:, None], reachability=reachability, graph=graph)
 
 
-def subtree_path(tree: Tree, actions: chex.Array, *, reachability: Reachability = "auto",
-                 graph: GraphConfig | None = None) -> tuple[Tree, chex.Array]:
+def subtree_path(tree: Tree, actions: jax.Array, *, reachability: Reachability = "auto",
+                 graph: GraphConfig | None = None) -> tuple[Tree, jax.Array]:
     """The subtree reached by a sequence of moves from the root.
 
     For example own move then the opponent's reply, ``actions = [[a, b]]``.
@@ -132,14 +131,14 @@ def subtree_path(tree: Tree, actions: chex.Array, *, reachability: Reachability 
 
 def subtree_or_init(
     tree: Tree,
-    action: chex.Array,
+    action: jax.Array,
     root: Any,
     *,
-    invalid_actions: chex.Array | None = None,
-    root_prior: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
+    root_prior: jax.Array | None = None,
     reachability: Reachability = "auto",
     graph: GraphConfig | None = None,
-) -> tuple[Tree, chex.Array]:
+) -> tuple[Tree, jax.Array]:
     """``subtree`` where the move has a child node, a fresh tree elsewhere.
 
     The usual self-play step: after playing ``action``, pass the new
@@ -193,9 +192,11 @@ def subtree_or_init(
     if tree.is_graph:
         # The graph fields of a fresh root, shaped like the reused tree's (the
         # transposition table is rebuilt below for every element).
-        root_hash = graph_lib.state_hash(tree.graph, root, root.embedding, "root")
+        root_hash = graph_lib.state_hash(present(tree.graph, "tree.graph"), root,
+                                         root.embedding, "root")
         fresh = fresh.replace(
-            node_hash=jnp.zeros_like(tree.node_hash).at[:, 0].set(root_hash),
+            node_hash=jnp.zeros_like(present(tree.node_hash, "tree.node_hash")).at[:, 0].set(
+                root_hash),
             hash_table=reused_tree.hash_table,
             edge_rewards=None if tree.edge_rewards is None else jnp.zeros_like(
                 tree.edge_rewards),
@@ -205,7 +206,7 @@ def subtree_or_init(
     return _rebuild_hash_table(batch_where(reused, reused_tree, fresh), graph), reused
 
 
-def reachable(tree: Tree, start: chex.Array, method: Reachability = "auto") -> chex.Array:
+def reachable(tree: Tree, start: jax.Array, method: Reachability = "auto") -> jax.Array:
     """``[B, N]`` bool: the used nodes reachable from ``start [B]`` along child edges.
 
     ``start`` itself is included. ``method``: ``"pointer_jumping"`` (trees:
@@ -226,13 +227,13 @@ def reachable(tree: Tree, start: chex.Array, method: Reachability = "auto") -> c
 # ----------------------------------------------------------------------------------
 
 
-def _used_children(tree: Tree) -> chex.Array:
+def _used_children(tree: Tree) -> jax.Array:
     """``[B, N, A]`` child indices, negative for none and in unused slots."""
     used = jnp.arange(tree.max_nodes)[None, :] < tree.num_nodes[:, None]
     return jnp.where(used[:, :, None], tree.children_index, UNEXPANDED)
 
 
-def _flat_targets(children: chex.Array, mask: chex.Array | None = None) -> chex.Array:
+def _flat_targets(children: jax.Array, mask: jax.Array | None = None) -> jax.Array:
     """``[B * N * A]`` flat indices ``b * N + child`` of the edges with a child
     (and ``mask``), ``B * N`` (out of range) elsewhere.
 
@@ -246,7 +247,7 @@ def _flat_targets(children: chex.Array, mask: chex.Array | None = None) -> chex.
     return jnp.where(has_child, children + base, batch_size * num_nodes).reshape(-1)
 
 
-def _reachable_pointer_jumping(children: chex.Array, start: chex.Array) -> chex.Array:
+def _reachable_pointer_jumping(children: jax.Array, start: jax.Array) -> jax.Array:
     batch_size, num_nodes, _ = children.shape
     node_ids = jnp.broadcast_to(jnp.arange(num_nodes, dtype=jnp.int32)[None, :, None],
                                 children.shape).reshape(-1)
@@ -277,7 +278,7 @@ def _reachable_pointer_jumping(children: chex.Array, start: chex.Array) -> chex.
     return jump == start[:, None]
 
 
-def _reachable_frontier(children: chex.Array, start: chex.Array) -> chex.Array:
+def _reachable_frontier(children: jax.Array, start: jax.Array) -> jax.Array:
     batch_size, num_nodes, _ = children.shape
     reach = jnp.zeros((batch_size, num_nodes), jnp.bool_).at[
         jnp.arange(batch_size), start].set(True)
@@ -298,7 +299,7 @@ def _reachable_frontier(children: chex.Array, start: chex.Array) -> chex.Array:
     return reach
 
 
-def _walk(tree: Tree, actions: chex.Array) -> tuple[chex.Array, chex.Array]:
+def _walk(tree: Tree, actions: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(node [B], found [B])``: the node reached by the non-negative prefix of
     ``actions [B, K]``; ``found`` is False for an empty prefix or a missing child."""
     batch_size, num_steps = actions.shape
@@ -321,8 +322,8 @@ def _walk(tree: Tree, actions: chex.Array) -> tuple[chex.Array, chex.Array]:
     return node, found
 
 
-def _subtree_path(tree: Tree, actions: chex.Array, reachability: Reachability
-                  ) -> tuple[Tree, chex.Array]:
+def _subtree_path(tree: Tree, actions: jax.Array, reachability: Reachability
+                  ) -> tuple[Tree, jax.Array]:
     actions = jnp.asarray(actions)
     validation.check_tree_fits("tree", tree, None, None)
     if actions.ndim != 2 or actions.shape[0] != tree.batch_size:
@@ -337,7 +338,7 @@ def _subtree_path(tree: Tree, actions: chex.Array, reachability: Reachability
     return _compact(tree, new_root, keep, reused), reused
 
 
-def _compact(tree: Tree, new_root: chex.Array, keep: chex.Array, reused: chex.Array) -> Tree:
+def _compact(tree: Tree, new_root: jax.Array, keep: jax.Array, reused: jax.Array) -> Tree:
     """Moves the kept nodes to the front (``new_root`` first, then increasing
     old index), remaps child indices and resets every other slot."""
     batch_size, num_nodes = tree.batch_size, tree.max_nodes

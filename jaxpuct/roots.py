@@ -26,7 +26,7 @@ from jaxpuct.numerics import finite_or_zero, masked_softmax, prior_and_legal
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
 
 
-def root_legal_mask(root: Any, invalid_actions: chex.Array | None) -> chex.Array:
+def root_legal_mask(root: Any, invalid_actions: jax.Array | None) -> jax.Array:
     """``[B, A]`` bool: the root's legal mask AND NOT ``invalid_actions``
     (shapes checked by the caller). ``-inf`` logits are handled by
     :func:`jaxpuct.numerics.prior_and_legal`, not here."""
@@ -39,14 +39,14 @@ def root_legal_mask(root: Any, invalid_actions: chex.Array | None) -> chex.Array
     return legal
 
 
-def root_prior_and_legal(root: Any, invalid_actions: chex.Array | None
-                         ) -> tuple[chex.Array, chex.Array]:
+def root_prior_and_legal(root: Any, invalid_actions: jax.Array | None
+                         ) -> tuple[jax.Array, jax.Array]:
     """The root's network prior ``[B, A]`` and legal mask ``[B, A]``."""
     return prior_and_legal(root.prior_logits, root_legal_mask(root, invalid_actions))
 
 
-def check_init_args(root: Any, max_nodes: int, root_prior: chex.Array | None,
-                    invalid_actions: chex.Array | None, graph: GraphConfig | None
+def check_init_args(root: Any, max_nodes: int, root_prior: jax.Array | None,
+                    invalid_actions: jax.Array | None, graph: GraphConfig | None
                     ) -> tuple[int, int]:
     """Checks ``init_tree``'s arguments; returns ``(batch_size, num_actions)``."""
     batch_size, num_actions = validation.check_root(root)
@@ -63,8 +63,8 @@ def check_init_args(root: Any, max_nodes: int, root_prior: chex.Array | None,
 def init_tree(
     root: Any,
     max_nodes: int,
-    root_prior: chex.Array | None = None,
-    invalid_actions: chex.Array | None = None,
+    root_prior: jax.Array | None = None,
+    invalid_actions: jax.Array | None = None,
     graph: GraphConfig | None = None,
 ) -> Tree:
     """A batch of trees holding only their roots.
@@ -87,15 +87,15 @@ def init_tree(
     return new_tree(root, max_nodes, root_prior, invalid_actions, graph)
 
 
-def new_tree(root: Any, max_nodes: int, root_prior: chex.Array | None,
-             invalid_actions: chex.Array | None, graph: GraphConfig | None) -> Tree:
+def new_tree(root: Any, max_nodes: int, root_prior: jax.Array | None,
+             invalid_actions: jax.Array | None, graph: GraphConfig | None) -> Tree:
     """``init_tree`` without the argument checks (callers checked them once)."""
     prior, legal = root_prior_and_legal(root, invalid_actions)
     return build_tree(root, prior, legal, max_nodes, root_prior, graph)
 
 
-def build_tree(root: Any, prior: chex.Array, legal: chex.Array, max_nodes: int,
-               root_prior: chex.Array | None, graph: GraphConfig | None) -> Tree:
+def build_tree(root: Any, prior: jax.Array, legal: jax.Array, max_nodes: int,
+               root_prior: jax.Array | None, graph: GraphConfig | None) -> Tree:
     """A tree of roots from their network ``prior [B, A]`` and ``legal [B, A]`` mask
     (from :func:`root_prior_and_legal`), selecting with ``root_prior [B, A]`` at the
     root (default: ``prior``)."""
@@ -142,12 +142,12 @@ def prepare_tree(
     num_simulations: int,
     *,
     max_nodes: int | None,
-    invalid_actions: chex.Array | None,
-    root_prior: chex.Array | None,
+    invalid_actions: jax.Array | None,
+    root_prior: jax.Array | None,
     tree: Tree | None,
     graph: GraphConfig | None,
     extensions: Sequence[Extension] = (),
-    root_prior_legal: tuple[chex.Array, chex.Array] | None = None,
+    root_prior_legal: tuple[jax.Array, jax.Array] | None = None,
 ) -> Tree:
     """Checks a search's tree arguments once and returns the tree to search.
 
@@ -200,8 +200,8 @@ def prepare_tree(
     return ext_lib.prepare(extensions, tree, continued)
 
 
-def restrict_root(tree: Tree, invalid_actions: chex.Array | None,
-                  root_prior: chex.Array | None) -> Tree:
+def restrict_root(tree: Tree, invalid_actions: jax.Array | None,
+                  root_prior: jax.Array | None) -> Tree:
     """Applies a new root mask and root prior (``[B, A]``, shapes checked) to an
     existing tree. An action made invalid loses its subtree from the root's view."""
     children = tree.children_index[:, Tree.ROOT_INDEX]
@@ -217,12 +217,12 @@ def restrict_root(tree: Tree, invalid_actions: chex.Array | None,
 
 
 def dirichlet_noise(
-    rng_keys: chex.Array,
-    prior: chex.Array,
-    legal: chex.Array,
-    fraction: float,
-    alpha: float,
-) -> chex.Array:
+    rng_keys: jax.Array,
+    prior: jax.Array,
+    legal: jax.Array,
+    fraction: chex.Numeric,
+    alpha: chex.Numeric,
+) -> jax.Array:
     """``(1 - fraction) * P + fraction * Dir(alpha)`` over the legal actions only.
 
     AlphaZero (Silver et al. 2018) uses ``fraction = 0.25`` and ``alpha``
@@ -247,12 +247,12 @@ def dirichlet_noise(
     # A non-finite alpha (a traced NaN or inf) gives non-finite draws: uniform too.
     drawn = (total > 0) & jnp.isfinite(total)
     noise = jnp.where(drawn, gammas / jnp.where(drawn, total, 1.0), legal / count)
-    return (1.0 - fraction) * prior + fraction * noise
+    return jnp.asarray((1.0 - fraction) * prior + fraction * noise)
 
 
-def root_noise(rng_keys: chex.Array, prior: chex.Array, legal: chex.Array,
+def root_noise(rng_keys: jax.Array, prior: jax.Array, legal: jax.Array,
                fraction: chex.Numeric, alpha: chex.Numeric,
-               noise: chex.Array | None = None) -> chex.Array:
+               noise: jax.Array | None = None) -> jax.Array:
     """The root prior ``[B, A]`` to select with: ``prior [B, A]`` mixed with
     Dirichlet noise drawn per tree (:func:`dirichlet_noise`, over ``legal [B, A]``),
     or with the given ``noise [B, A]`` probabilities.

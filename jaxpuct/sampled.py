@@ -88,13 +88,14 @@ import jax.numpy as jnp
 
 from jaxpuct import frame, validation
 from jaxpuct import gumbel as gumbel_lib
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.factored import stochastic_beam_top_k
 from jaxpuct.final_move import lcb_action, sample_action, visit_policy
 from jaxpuct.numerics import WEIGHT_FLOOR, finite_or_zero, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.roots import root_legal_mask
 from jaxpuct.selection import PUCTConfig, SelectionRule
-from jaxpuct.tree import NodeData, SampledLayout, Tree
+from jaxpuct.tree import NodeData, SampledLayout, Tree, present
 from jaxpuct.types import RecurrentFn, RootFnOutput
 from jaxpuct.virtual_loss import VirtualLoss
 
@@ -137,15 +138,15 @@ class Samples(NamedTuple):
         at invalid slots), or ``None``.
     """
 
-    actions: chex.Array
-    logits: chex.Array
-    valid: chex.Array
-    gumbel: chex.Array | None = None
-    log_prior: chex.Array | None = None
+    actions: jax.Array
+    logits: jax.Array
+    valid: jax.Array
+    gumbel: jax.Array | None = None
+    log_prior: jax.Array | None = None
 
 
-@chex.dataclass(frozen=True)
-class SampledEmbedding:
+@pytree_dataclass
+class SampledEmbedding(Replaceable):
     """What a tree of sampled actions stores per node, in ``Tree.embeddings``.
 
     Attributes:
@@ -157,13 +158,13 @@ class SampledEmbedding:
     """
 
     state: Any
-    actions: chex.Array
-    key: chex.Array
+    actions: jax.Array
+    key: jax.Array
 
 
-def _raw_keys(keys: chex.Array) -> chex.Array:
+def _raw_keys(keys: jax.Array) -> jax.Array:
     """Keys as raw ``uint32`` data (typed key arrays cannot be stored with zeros)."""
-    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
+    if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
         return jax.random.key_data(keys)
     return keys
 
@@ -171,8 +172,8 @@ def _raw_keys(keys: chex.Array) -> chex.Array:
 # --------------------------------------------------------------- discrete actions
 
 
-def gumbel_top_k(log_prior: chex.Array, gumbel: chex.Array, num_samples: int
-                 ) -> tuple[chex.Array, chex.Array, chex.Array]:
+def gumbel_top_k(log_prior: jax.Array, gumbel: jax.Array, num_samples: int
+                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``K`` actions without replacement: the ``K`` largest ``log π + g``.
 
     Args:
@@ -241,7 +242,7 @@ class DiscreteActions:
     def continuous(self) -> bool:
         return False
 
-    def sample(self, keys: chex.Array, logits: chex.Array, legal: chex.Array,
+    def sample(self, keys: jax.Array, logits: jax.Array, legal: jax.Array,
                num_samples: int, correction: str) -> Samples:
         """``K`` distinct legal actions per row from ``logits [M, A]`` and ``legal
         [M, A]``, one row per key of ``keys [M]``."""
@@ -404,20 +405,20 @@ class GaussianActions:
     def continuous(self) -> bool:
         return True
 
-    def mean_and_log_std(self, params: chex.Array) -> tuple[chex.Array, chex.Array]:
+    def mean_and_log_std(self, params: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``[..., 2D]`` -> ``(mean [..., D], log σ [..., D])``, non-finite entries
         read as 0 and ``log σ`` clipped."""
         params = finite_or_zero(params)
         mean, log_std = params[..., :self.action_dim], params[..., self.action_dim:]
         return mean, jnp.clip(log_std, self.min_log_std, self.max_log_std)
 
-    def log_prob(self, params: chex.Array, actions: chex.Array) -> chex.Array:
+    def log_prob(self, params: jax.Array, actions: jax.Array) -> jax.Array:
         """``log π(a)`` of ``actions [M, K, D]`` under ``params [M, 2D]`` -> ``[M, K]``."""
         mean, log_std = self.mean_and_log_std(params)
         z = (actions - mean[:, None]) * jnp.exp(-log_std)[:, None]
         return jnp.sum(-0.5 * z * z - log_std[:, None] - 0.5 * jnp.log(2 * jnp.pi), axis=-1)
 
-    def sample(self, keys: chex.Array, params: chex.Array, legal: chex.Array | None,
+    def sample(self, keys: jax.Array, params: jax.Array, legal: jax.Array | None,
                num_samples: int, correction: str) -> Samples:
         """``K`` i.i.d. vectors per row from ``params [M, 2D]`` (``legal`` is not
         read: every sample is an action)."""
@@ -437,8 +438,12 @@ ActionSpace = DiscreteActions | FactoredActions | GaussianActions
 # ---------------------------------------------------------------------- expander
 
 
-def _draw(space: ActionSpace, keys: chex.Array, logits: chex.Array, legal: chex.Array | None,
+def _draw(space: ActionSpace, keys: jax.Array, logits: jax.Array, legal: jax.Array | None,
           layout: SampledLayout) -> Samples:
+    if isinstance(space, DiscreteActions):
+        # Discrete draws always get a mask (the root's, or the new node's).
+        legal = present(legal, "the legal mask of discrete actions")
+        return space.sample(keys, logits, legal, layout.num_samples, layout.prior_correction)
     return space.sample(keys, logits, legal, layout.num_samples, layout.prior_correction)
 
 
@@ -460,8 +465,8 @@ class SampledExpander:
     recurrent_fn: RecurrentFn
     layout: SampledLayout
 
-    def __call__(self, params: Any, rng_key: chex.PRNGKey, embedding: SampledEmbedding,
-                 action: chex.Array, needed: chex.Array) -> tuple[NodeData, Any]:
+    def __call__(self, params: Any, rng_key: jax.Array, embedding: SampledEmbedding,
+                 action: jax.Array, needed: jax.Array) -> tuple[NodeData, Any]:
         del needed  # one call on every row: the network sees a fixed batch
         space = self.layout.space
         rows = action.shape[0]
@@ -497,8 +502,8 @@ class SampledExpander:
 # ------------------------------------------------------------------------ policy
 
 
-@chex.dataclass(frozen=True)
-class SampledPolicyOutput:
+@pytree_dataclass
+class SampledPolicyOutput(Replaceable):
     """What :func:`sampled_policy` returns.
 
     Attributes:
@@ -513,10 +518,10 @@ class SampledPolicyOutput:
       search_tree: the ``Tree`` (edge width ``K``; ``tree.sampled`` set).
     """
 
-    action: chex.Array
-    action_slot: chex.Array
-    action_weights: chex.Array
-    sampled_actions: chex.Array
+    action: jax.Array
+    action_slot: jax.Array
+    action_weights: jax.Array
+    sampled_actions: jax.Array
     search_tree: Tree
 
 
@@ -537,14 +542,14 @@ def _space_for(root: Any, tree: Tree | None, action_space: Any) -> ActionSpace:
 
 def _check_num_samples(num_samples: int, space: ActionSpace) -> None:
     validation.check_int("num_samples", num_samples, 1)
-    if not space.continuous and num_samples > space.num_actions:
+    if isinstance(space, DiscreteActions) and num_samples > space.num_actions:
         raise ValueError(
             f"num_samples must be <= the number of actions A={space.num_actions} (samples "
             f"are drawn without replacement), got num_samples={num_samples}; "
             f"num_samples={space.num_actions} is full-width search.")
 
 
-def _sampled_root(root: Any, rng_key: chex.PRNGKey, invalid_actions: chex.Array | None,
+def _sampled_root(root: Any, rng_key: jax.Array, invalid_actions: jax.Array | None,
                   space: ActionSpace, layout: SampledLayout
                   ) -> tuple[RootFnOutput, Samples]:
     """The root as a width-``K`` ``RootFnOutput`` (its slot logits and valid slots,
@@ -552,7 +557,7 @@ def _sampled_root(root: Any, rng_key: chex.PRNGKey, invalid_actions: chex.Array 
     batch_size, width = validation.check_root(root)
     if width != space.params_width:
         what = (f"[B, 2D] Gaussian parameters (mean, log_std) with D={space.action_dim}"
-                if space.continuous else
+                if isinstance(space, GaussianActions) else
                 f"the factor logits of {space.factor_sizes}, concatenated"
                 if isinstance(space, FactoredActions) else "[B, A] logits")
         raise ValueError(f"root.prior_logits must have shape [B={batch_size}, "
@@ -587,11 +592,11 @@ def _refuse(graph: Any, solver: Any) -> None:
 
 def sampled_policy(
     params: Any,
-    rng_key: chex.PRNGKey,
+    rng_key: jax.Array,
     root: Any,
     recurrent_fn: RecurrentFn,
     num_simulations: int,
-    invalid_actions: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
     max_depth: int | None = None,
     *,
     num_samples: int | None = None,
@@ -608,7 +613,7 @@ def sampled_policy(
     virtual_loss: VirtualLoss | None = None,
     final_move: str = "visits",
     solver: Any = False,
-    early_stop: bool | chex.Array = False,
+    early_stop: bool | jax.Array = False,
 ) -> SampledPolicyOutput:
     """Sampled MuZero search (Hubert et al. 2021): PUCT over ``K`` sampled actions
     per node (module docstring), and the move and target over the root's samples.
@@ -660,8 +665,8 @@ def sampled_policy(
     space = _space_for(root, tree, action_space)
     if num_samples is None:
         num_samples = (tree.sampled.num_samples if tree is not None and tree.sampled
-                       else DEFAULT_NUM_SAMPLES if space.continuous
-                       else min(DEFAULT_NUM_SAMPLES, space.num_actions))
+                       else min(DEFAULT_NUM_SAMPLES, space.num_actions)
+                       if isinstance(space, DiscreteActions) else DEFAULT_NUM_SAMPLES)
     _check_num_samples(num_samples, space)
     layout = SampledLayout(num_samples=num_samples, space=space,
                            prior_correction=prior_correction)
@@ -682,7 +687,7 @@ def sampled_policy(
         validation.check_tree_object("tree", tree)
         wide, slot_invalid = None, None
         if tree.sampled is not None and invalid_actions is not None:
-            if space.continuous:
+            if not isinstance(space, DiscreteActions):
                 raise ValueError("invalid_actions is for discrete actions, got an array "
                                  "with GaussianActions.")
             validation.check_mask("invalid_actions", invalid_actions,
@@ -710,8 +715,8 @@ def sampled_policy(
     return _output(search_tree, space, slot, weights)
 
 
-def _output(search_tree: Tree, space: ActionSpace, slot: chex.Array,
-            weights: chex.Array) -> SampledPolicyOutput:
+def _output(search_tree: Tree, space: ActionSpace, slot: jax.Array,
+            weights: jax.Array) -> SampledPolicyOutput:
     """The move ``slot [B]`` (``-1``: none) as an action, with the target."""
     root_actions = search_tree.embeddings.actions[:, Tree.ROOT_INDEX]
     picked = jnp.take_along_axis(root_actions, jnp.maximum(slot, 0).reshape(
@@ -727,11 +732,11 @@ def _output(search_tree: Tree, space: ActionSpace, slot: chex.Array,
 
 def sampled_gumbel_policy(
     params: Any,
-    rng_key: chex.PRNGKey,
+    rng_key: jax.Array,
     root: Any,
     recurrent_fn: RecurrentFn,
     num_simulations: int,
-    invalid_actions: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
     max_depth: int | None = None,
     *,
     num_samples: int | None = None,
@@ -784,7 +789,7 @@ def sampled_gumbel_policy(
             "continue with sampled_policy.")
     validation.check_choice("prior_correction", prior_correction, PRIOR_CORRECTIONS)
     space = _space_for(root, None, action_space)
-    if space.continuous:
+    if not isinstance(space, DiscreteActions):
         raise ValueError(
             f"sampled_gumbel_policy needs discrete actions, got action_space={space!r}: "
             "the Gumbel root ranks samples drawn by Gumbel-top-K, and i.i.d. Gaussian "
@@ -800,7 +805,7 @@ def sampled_gumbel_policy(
     options = frame.engine_options(num_simulations, max_depth, capacity,
                                    second_moment=final_move == "lcb")
     wide, samples = _sampled_root(root, rng_key, invalid_actions, space, layout)
-    pi = jnp.where(samples.valid, jnp.exp(samples.log_prior), 0.0)
+    pi = jnp.where(samples.valid, jnp.exp(present(samples.log_prior, "samples.log_prior")), 0.0)
     prepared = frame.prepare(wide, rng_key, num_simulations, None, options,
                              max_nodes=max_nodes, sampled=layout,
                              root_prior=pi / jnp.maximum(jnp.sum(pi, -1, keepdims=True),

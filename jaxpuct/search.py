@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import chex
+import jax
 
 from jaxpuct import frame
 from jaxpuct.expanders import RecurrentExpander
@@ -30,7 +30,7 @@ from jaxpuct.virtual_loss import VirtualLoss
 
 def search(
     params: Any,
-    rng_key: chex.PRNGKey,
+    rng_key: jax.Array,
     root: Any,
     recurrent_fn: RecurrentFn,
     num_simulations: int,
@@ -38,8 +38,8 @@ def search(
     max_depth: int | None = None,
     max_nodes: int | None = None,
     selection: PUCTConfig | SelectionRule = PUCTConfig(),
-    invalid_actions: chex.Array | None = None,
-    root_prior: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
+    root_prior: jax.Array | None = None,
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
     leaves_per_step: int = 1,

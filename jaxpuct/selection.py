@@ -69,7 +69,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import Literal, NamedTuple, get_args
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -102,11 +101,11 @@ class PUCTConfig:
     form: Form = "puct"
     log_offset: float = 0.0
     parent_visits: ParentVisits = "edge_sum"
-    unvisited_q: UnvisitedQ | Callable[[UnvisitedInputs], chex.Array] = "fpu"
+    unvisited_q: UnvisitedQ | Callable[[UnvisitedInputs], jax.Array] = "fpu"
     fpu_reduction: float = 0.2
     fpu_reduction_root: float = 0.0
     unvisited_value: float = -1.0
-    q_normalization: QNormalization | Callable[..., chex.Array] = "none"
+    q_normalization: QNormalization | Callable[..., jax.Array] = "none"
     tie_noise: float = 0.0
     utility_stdev_scale: float = 0.0
     utility_stdev_prior: float = 0.40
@@ -157,15 +156,15 @@ class PUCTConfig:
         return cls(c_init=c_puct, c_base=None, unvisited_q="zero")
 
 
-def exploration_weight(config: PUCTConfig, parent_count: chex.Array) -> chex.Array:
+def exploration_weight(config: PUCTConfig, parent_count: jax.Array) -> jax.Array:
     """``c(s)`` for ``parent_count [B]`` -> ``[B]``."""
     if config.c_base is None:
         return jnp.full(parent_count.shape, config.c_init, jnp.float32)
     return config.c_init + jnp.log((parent_count + config.c_base + 1.0) / config.c_base)
 
 
-def utility_stdev_factor(config: PUCTConfig, value: chex.Array, sq_value: chex.Array,
-                         weight: chex.Array) -> chex.Array:
+def utility_stdev_factor(config: PUCTConfig, value: jax.Array, sq_value: jax.Array,
+                         weight: jax.Array) -> jax.Array:
     """KataGo's exploration factor ``F`` (see the module docstring) ``[B]`` from a
     node's mean return ``value [B]``, mean squared return ``sq_value [B]`` and
     visit count ``weight [B]``."""
@@ -184,17 +183,17 @@ def utility_stdev_factor(config: PUCTConfig, value: chex.Array, sq_value: chex.A
 
 def puct_scores(
     config: PUCTConfig,
-    prior: chex.Array,
-    edge_visits: chex.Array,
-    edge_q: chex.Array,
-    has_q: chex.Array,
-    legal: chex.Array,
-    parent_value: chex.Array,
-    node_visits: chex.Array,
-    is_root: chex.Array,
-    uniform: chex.Array | None = None,
-    explore_factor: chex.Array | None = None,
-) -> chex.Array:
+    prior: jax.Array,
+    edge_visits: jax.Array,
+    edge_q: jax.Array,
+    has_q: jax.Array,
+    legal: jax.Array,
+    parent_value: jax.Array,
+    node_visits: jax.Array,
+    is_root: jax.Array,
+    uniform: jax.Array | None = None,
+    explore_factor: jax.Array | None = None,
+) -> jax.Array:
     """Selection scores of every action at one node of each tree.
 
     Args:
@@ -259,24 +258,24 @@ class UnvisitedInputs(NamedTuple):
     """
 
     config: PUCTConfig
-    prior: chex.Array
-    edge_visits: chex.Array
-    parent_value: chex.Array
-    low: chex.Array
-    is_root: chex.Array
+    prior: jax.Array
+    edge_visits: jax.Array
+    parent_value: jax.Array
+    low: jax.Array
+    is_root: jax.Array
 
 
-def unvisited_zero(x: UnvisitedInputs) -> chex.Array:
+def unvisited_zero(x: UnvisitedInputs) -> jax.Array:
     """0 (AlphaGo)."""
     return jnp.zeros_like(x.parent_value)
 
 
-def unvisited_parent(x: UnvisitedInputs) -> chex.Array:
+def unvisited_parent(x: UnvisitedInputs) -> jax.Array:
     """The node's own search value ``Q(s)``."""
     return x.parent_value
 
 
-def unvisited_fpu(x: UnvisitedInputs) -> chex.Array:
+def unvisited_fpu(x: UnvisitedInputs) -> jax.Array:
     """First-play urgency reduction ``Q(s) - r * sqrt(Σ_{visited b} P(s, b))``
     (Leela Zero, KataGo), ``r`` the config's root or interior reduction."""
     visited_mass = jnp.sum(jnp.where(x.edge_visits > 0, x.prior, 0.0), axis=-1, keepdims=True)
@@ -285,46 +284,46 @@ def unvisited_fpu(x: UnvisitedInputs) -> chex.Array:
     return x.parent_value - reduction * jnp.sqrt(visited_mass)
 
 
-def unvisited_fixed(x: UnvisitedInputs) -> chex.Array:
+def unvisited_fixed(x: UnvisitedInputs) -> jax.Array:
     """The config's ``unvisited_value`` (for example -1, "assume a loss")."""
     return jnp.full_like(x.parent_value, x.config.unvisited_value)
 
 
-def unvisited_min(x: UnvisitedInputs) -> chex.Array:
+def unvisited_min(x: UnvisitedInputs) -> jax.Array:
     """The minimum of ``Q(s)`` and the visited ``Q(s, b)`` (mctx's
     ``qtransform_by_parent_and_siblings``)."""
     return x.low
 
 
-def normalize_none(q: chex.Array, low: chex.Array, high: chex.Array) -> chex.Array:
+def normalize_none(q: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:
     """Values used as they are (assumed in [-1, 1])."""
     del low, high
     return q
 
 
-def normalize_minmax(q: chex.Array, low: chex.Array, high: chex.Array) -> chex.Array:
+def normalize_minmax(q: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:
     """``(Q - lo) / max(hi - lo, 1e-8)`` (mctx's ``qtransform_by_min_max``)."""
     return (q - low) / jnp.maximum(high - low, _MINMAX_EPSILON)
 
 
 # The string presets of ``PUCTConfig.unvisited_q`` and ``q_normalization``; a
 # function with the same signature may be given instead.
-UNVISITED_Q: dict[str, Callable[[UnvisitedInputs], chex.Array]] = {
+UNVISITED_Q: dict[str, Callable[[UnvisitedInputs], jax.Array]] = {
     "zero": unvisited_zero, "parent": unvisited_parent, "fpu": unvisited_fpu,
     "fixed": unvisited_fixed, "min": unvisited_min}
-Q_NORMALIZATIONS: dict[str, Callable[[chex.Array, chex.Array, chex.Array], chex.Array]] = {
+Q_NORMALIZATIONS: dict[str, Callable[[jax.Array, jax.Array, jax.Array], jax.Array]] = {
     "none": normalize_none, "minmax": normalize_minmax}
 
 
 def puct_qvalues(
     config: PUCTConfig,
-    prior: chex.Array,
-    edge_visits: chex.Array,
-    edge_q: chex.Array,
-    has_q: chex.Array,
-    parent_value: chex.Array,
-    is_root: chex.Array,
-) -> chex.Array:
+    prior: jax.Array,
+    edge_visits: jax.Array,
+    edge_q: jax.Array,
+    has_q: jax.Array,
+    parent_value: jax.Array,
+    is_root: jax.Array,
+) -> jax.Array:
     """``[B, A]`` the Q part of the PUCT score: unvisited actions filled in by the
     config's ``unvisited_q`` rule and, if it says so, normalised. (Not Gumbel's
     completed Q, :func:`jaxpuct.gumbel.scaled_completed_qvalues`.)"""
@@ -344,7 +343,7 @@ def puct_qvalues(
 # A selection rule's signature: ``(tree, node [B], depth, keys [B]) -> action [B]``.
 # ``depth`` is the walk's depth (a traced int32 scalar, 0 at the root) and
 # ``keys`` one PRNG key per tree for that step (for tie-breaking noise).
-ActionFn = Callable[[Tree, chex.Array, chex.Array, chex.Array], chex.Array]
+ActionFn = Callable[[Tree, jax.Array, jax.Array, jax.Array], jax.Array]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,8 +361,8 @@ class SelectionRule:
     interior: ActionFn
 
 
-def node_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: bool,
-                rng_keys: chex.Array) -> chex.Array:
+def node_scores(tree: Tree, config: PUCTConfig, node: jax.Array, is_root: bool,
+                rng_keys: jax.Array) -> jax.Array:
     """``[B, A]`` PUCT scores at ``node [B]`` (``-inf`` at illegal actions).
 
     ``is_root`` (static) selects the root prior (with any noise) and the root's

@@ -73,7 +73,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Literal, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -81,7 +80,7 @@ from jaxpuct.extensions import Extension
 from jaxpuct.indexing import row_set, row_take
 from jaxpuct.numerics import gather_rows
 from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores, puct_qvalues
-from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
+from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues, present
 
 UNPROVEN = -1  # proof_plies of a node with no proof
 
@@ -135,13 +134,13 @@ class Proof(NamedTuple):
     """The outcome of a proof step: ``proven [B]`` bool, ``value [B]`` float32 (the
     exact value where proven), ``plies [B]`` int32 (``UNPROVEN`` where not)."""
 
-    proven: chex.Array
-    value: chex.Array
-    plies: chex.Array
+    proven: jax.Array
+    value: jax.Array
+    plies: jax.Array
 
 
-def prove(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Array,
-          child_plies: chex.Array, value_bound: float | None) -> Proof:
+def prove(legal: jax.Array, child_proven: jax.Array, edge_value: jax.Array,
+          child_plies: jax.Array, value_bound: float | None) -> Proof:
     """The solver's rule for decision nodes (see the module docstring).
 
     Args:
@@ -170,8 +169,8 @@ def prove(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Array,
                  plies=jnp.where(proven, plies, UNPROVEN).astype(jnp.int32))
 
 
-def prove_chance(child_proven: chex.Array, edge_value: chex.Array, child_plies: chex.Array,
-                 possible: chex.Array) -> Proof:
+def prove_chance(child_proven: jax.Array, edge_value: jax.Array, child_plies: jax.Array,
+                 possible: jax.Array) -> Proof:
     """``chance_rule="agreement"`` at a chance node: proven only when every possible
     outcome is proven and all give the same value (OpenSpiel ``MCTSBot``). Plies:
     the longest outcome's. Inputs ``[B, C]`` (``possible``: outcomes with
@@ -186,8 +185,8 @@ def prove_chance(child_proven: chex.Array, edge_value: chex.Array, child_plies: 
                  plies=jnp.where(proven, plies, UNPROVEN).astype(jnp.int32))
 
 
-def prove_expectation(child_proven: chex.Array, edge_value: chex.Array,
-                      child_plies: chex.Array, probs: chex.Array) -> Proof:
+def prove_expectation(child_proven: jax.Array, edge_value: jax.Array,
+                      child_plies: jax.Array, probs: jax.Array) -> Proof:
     """``chance_rule="expectation"`` at a chance node (expectimax): proven when every
     possible outcome (``probs > 0``) is proven; its value is ``Σ p(c) e(c) / Σ p(c)``
     over them; plies: the longest outcome's. Inputs ``[B, C]``; returns ``Proof``
@@ -213,20 +212,21 @@ def with_proofs(tree: Tree) -> Tree:
                         .astype(jnp.int32))
 
 
-def node_edges(tree: Tree, node: chex.Array, node_values: chex.Array | None = None
-               ) -> tuple[chex.Array, chex.Array, chex.Array, chex.Array]:
+def node_edges(tree: Tree, node: jax.Array, node_values: jax.Array | None = None
+               ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """``(legal, child_proven, edge_value, child_plies)``, each ``[B, A]``, of the
     edges of ``node [B]`` (``node_values``: the values to read, default the tree's)."""
     children = gather_rows(tree.children_index, node)
     view = tree if node_values is None else tree.replace(node_values=node_values)
     edge_value = edge_qvalues(view, node, children)
-    child_plies = row_take(tree.proof_plies, jnp.maximum(children, 0))
+    child_plies = row_take(present(tree.proof_plies, "tree.proof_plies"),
+                           jnp.maximum(children, 0))
     child_proven = (children >= 0) & (child_plies >= 0)
     return children != ILLEGAL, child_proven, edge_value, child_plies
 
 
-def prove_nodes(tree: Tree, node: chex.Array, config: SolverConfig,
-                node_values: chex.Array | None = None) -> Proof:
+def prove_nodes(tree: Tree, node: jax.Array, config: SolverConfig,
+                node_values: jax.Array | None = None) -> Proof:
     """:func:`prove` at ``node [B]`` of each tree, from its children's proofs; in a
     tree with chance nodes, the chance rule of ``config`` at chance nodes."""
     legal, child_proven, edge_value, child_plies = node_edges(tree, node, node_values)
@@ -245,10 +245,10 @@ def prove_nodes(tree: Tree, node: chex.Array, config: SolverConfig,
 class _ProofState(NamedTuple):
     """The proof pass's loop carry."""
 
-    depth: chex.Array  # scalar int32, counts down
-    pending: chex.Array  # [B] the node below ``depth`` on the path was just proven
-    node_values: chex.Array  # [B, N]
-    proof_plies: chex.Array  # [B, N]
+    depth: jax.Array  # scalar int32, counts down
+    pending: jax.Array  # [B] the node below ``depth`` on the path was just proven
+    node_values: jax.Array  # [B, N]
+    proof_plies: jax.Array  # [B, N]
 
 
 def backup_proofs(tree: Tree, walk: Any, config: SolverConfig, full: bool = False) -> Tree:
@@ -264,14 +264,15 @@ def backup_proofs(tree: Tree, walk: Any, config: SolverConfig, full: bool = Fals
     step proved a node on its path, and its backup then folded a return into that
     node's stored exact value, which this restores).
     """
+    proof_plies = present(tree.proof_plies, "tree.proof_plies")
     parent, action = walk.leaf_edge()
     leaf = row_take(tree.children_index, parent, action)
     leaf_proven = (walk.num_edges > 0) & (leaf >= 0) & (
-        row_take(tree.proof_plies, jnp.maximum(leaf, 0)) >= 0)
+        row_take(proof_plies, jnp.maximum(leaf, 0)) >= 0)
     path_proven = jnp.zeros_like(leaf_proven)
     if full:
         on_path = jnp.arange(walk.path_nodes.shape[1])[None, :] < walk.num_edges[:, None]
-        path_proven = jnp.any(on_path & (row_take(tree.proof_plies, walk.path_nodes) >= 0),
+        path_proven = jnp.any(on_path & (row_take(proof_plies, walk.path_nodes) >= 0),
                               axis=-1)
 
     def cond(state: _ProofState):
@@ -295,7 +296,7 @@ def backup_proofs(tree: Tree, walk: Any, config: SolverConfig, full: bool = Fals
     start = jnp.max(walk.num_edges) - 1
     if full:
         start = jnp.where(jnp.any(leaf_proven | path_proven), start, -1)
-    init = _ProofState(start, leaf_proven, tree.node_values, tree.proof_plies)
+    init = _ProofState(start, leaf_proven, tree.node_values, proof_plies)
     final = jax.lax.while_loop(cond, body, init)
     return tree.replace(node_values=final.node_values, proof_plies=final.proof_plies)
 
@@ -311,12 +312,12 @@ def reprove_root(tree: Tree, config: SolverConfig) -> Tree:
     values = jnp.where(proof.proven & ~terminal, proof.value,
                        tree.node_values[:, Tree.ROOT_INDEX])
     return tree.replace(
-        proof_plies=tree.proof_plies.at[:, Tree.ROOT_INDEX].set(plies),
+        proof_plies=present(tree.proof_plies, "tree.proof_plies").at[:, Tree.ROOT_INDEX].set(plies),
         node_values=tree.node_values.at[:, Tree.ROOT_INDEX].set(values))
 
 
-def dominated_edges(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Array,
-                    value_bound: float | None) -> chex.Array:
+def dominated_edges(legal: jax.Array, child_proven: jax.Array, edge_value: jax.Array,
+                    value_bound: float | None) -> jax.Array:
     """``[B, A]`` bool: proven edges no search should enter -- proven losses
     (``e <= -value_bound``) and edges worse than the node's best proven edge --
     or none at all in a row where every legal edge is such. Inputs ``[B, A]``."""
@@ -330,8 +331,8 @@ def dominated_edges(legal: chex.Array, child_proven: chex.Array, edge_value: che
     return dominated & ~everything
 
 
-def exploitation_scores(tree: Tree, config: PUCTConfig, node: chex.Array, is_root: bool
-                        ) -> chex.Array:
+def exploitation_scores(tree: Tree, config: PUCTConfig, node: jax.Array, is_root: bool
+                        ) -> jax.Array:
     """``[B, A]`` the Q part of the PUCT score at ``node [B]`` (completed and, if the
     rule says so, normalised as :func:`jaxpuct.selection.node_scores` does), without
     the exploration term."""
@@ -363,9 +364,9 @@ def solver_rule(config: PUCTConfig, solver: SolverConfig) -> SelectionRule:
     return SelectionRule(root=choose(True), interior=choose(False))
 
 
-def best_child(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Array,
-               child_plies: chex.Array, visits: chex.Array, qvalues: chex.Array
-               ) -> chex.Array:
+def best_child(legal: jax.Array, child_proven: jax.Array, edge_value: jax.Array,
+               child_plies: jax.Array, visits: jax.Array, qvalues: jax.Array
+               ) -> jax.Array:
     """``[B]`` int32 OpenSpiel's best child with plies: the legal action with the
     largest key ``(e if proven else 0; fewer plies for a proven e > 0, more plies
     for a proven e < 0; visits; Q)``, lowest index on ties; ``-1`` in a row with no
@@ -386,19 +387,19 @@ def best_child(legal: chex.Array, child_proven: chex.Array, edge_value: chex.Arr
     return jnp.where(jnp.any(legal, axis=-1), action, -1)
 
 
-def root_edges(tree: Tree) -> tuple[chex.Array, chex.Array, chex.Array, chex.Array]:
+def root_edges(tree: Tree) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """:func:`node_edges` at the roots."""
     return node_edges(tree, jnp.full((tree.batch_size,), Tree.ROOT_INDEX, jnp.int32))
 
 
-def solver_action(tree: Tree) -> chex.Array:
+def solver_action(tree: Tree) -> jax.Array:
     """``[B]`` :func:`best_child` of each root (needs ``tree.proof_plies``)."""
     legal, child_proven, edge_value, child_plies = root_edges(tree)
     visits = tree.edge_visits[:, Tree.ROOT_INDEX]
     return best_child(legal, child_proven, edge_value, child_plies, visits, edge_value)
 
 
-def root_proven(tree: Tree) -> chex.Array:
+def root_proven(tree: Tree) -> jax.Array:
     """``[B]`` bool: the root is proven (``False`` everywhere for a tree without
     proofs)."""
     if tree.proof_plies is None:
@@ -406,7 +407,7 @@ def root_proven(tree: Tree) -> chex.Array:
     return tree.proof_plies[:, Tree.ROOT_INDEX] >= 0
 
 
-def pruned_root_visits(tree: Tree, config: SolverConfig) -> chex.Array:
+def pruned_root_visits(tree: Tree, config: SolverConfig) -> jax.Array:
     """``[B, A]`` root visit counts with the dominated proven edges set to 0 (all
     of them kept in a row where that would leave no visit)."""
     legal, child_proven, edge_value, _ = root_edges(tree)
@@ -442,14 +443,14 @@ class Solver(Extension):
             return solver_rule(selection, self.config)
         return rule
 
-    def stop(self, tree: Tree, node: chex.Array) -> chex.Array:
-        return gather_rows(tree.proof_plies, node) >= 0
+    def stop(self, tree: Tree, node: jax.Array) -> jax.Array:
+        return gather_rows(present(tree.proof_plies, "tree.proof_plies"), node) >= 0
 
     def after_walk(self, tree: Tree, walk: Any, several: bool) -> Tree:
         # several: an earlier walk of the step may have proven a node on this path.
         return backup_proofs(tree, walk, self.config, full=several)
 
-    def done(self, tree: Tree) -> chex.Array:
+    def done(self, tree: Tree) -> jax.Array:
         return root_proven(tree)
 
 

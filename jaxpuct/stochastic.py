@@ -72,6 +72,7 @@ import jax.numpy as jnp
 from jaxpuct import frame, validation
 from jaxpuct import gumbel as gumbel_lib
 from jaxpuct import solver as solver_lib
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.backup import store_leaves
 from jaxpuct.final_move import lcb_action, sample_action, visit_policy
 from jaxpuct.graph import GraphConfig
@@ -79,8 +80,8 @@ from jaxpuct.indexing import row_add, row_set, row_take
 from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.selection import PUCTConfig, SelectionRule
-from jaxpuct.tree import ILLEGAL, ChanceLayout, NodeData, Tree, edge_qvalues
-from jaxpuct.types import PolicyOutput
+from jaxpuct.tree import ILLEGAL, ChanceLayout, NodeData, Tree, edge_qvalues, present
+from jaxpuct.types import PolicyOutput, RecurrentFn
 from jaxpuct.virtual_loss import VirtualLoss
 from jaxpuct.walk import Walk
 
@@ -88,8 +89,8 @@ ChanceBackup = Literal["visits", "expectation"]
 _CHANCE_BACKUPS = ("visits", "expectation")
 
 
-@chex.dataclass(frozen=True)
-class DecisionRecurrentFnOutput:
+@pytree_dataclass
+class DecisionRecurrentFnOutput(Replaceable):
     """What ``decision_recurrent_fn`` returns for the afterstate of one action.
 
     Attributes:
@@ -102,13 +103,13 @@ class DecisionRecurrentFnOutput:
         search only, jaxpuct extension).
     """
 
-    chance_logits: chex.Array
-    afterstate_value: chex.Array
-    afterstate_hash: chex.Array | None = None
+    chance_logits: jax.Array
+    afterstate_value: jax.Array
+    afterstate_hash: jax.Array | None = None
 
 
-@chex.dataclass(frozen=True)
-class ChanceRecurrentFnOutput:
+@pytree_dataclass
+class ChanceRecurrentFnOutput(Replaceable):
     """What ``chance_recurrent_fn`` returns for the state reached by one outcome.
 
     Attributes:
@@ -123,17 +124,17 @@ class ChanceRecurrentFnOutput:
         only, jaxpuct extension; include the player to move).
     """
 
-    action_logits: chex.Array
-    value: chex.Array
-    reward: chex.Array
-    discount: chex.Array
-    legal_action_mask: chex.Array | None = None
-    terminal: chex.Array | None = None
-    state_hash: chex.Array | None = None
+    action_logits: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    discount: jax.Array
+    legal_action_mask: jax.Array | None = None
+    terminal: jax.Array | None = None
+    state_hash: jax.Array | None = None
 
 
-@chex.dataclass(frozen=True)
-class StochasticEmbedding:
+@pytree_dataclass
+class StochasticEmbedding(Replaceable):
     """The embedding the tree stores per node.
 
     Attributes:
@@ -146,30 +147,30 @@ class StochasticEmbedding:
 
     state: Any
     afterstate: Any
-    is_decision: chex.Array
+    is_decision: jax.Array
 
 
 class ModelCalls(NamedTuple):
     """How often each function was called over a search (scalars int32): one
     call is on the whole batch of leaf edges (``[B]``, or ``[B * K]``)."""
 
-    decision: chex.Array
-    chance: chex.Array
+    decision: jax.Array
+    chance: jax.Array
 
 
 class _RecomputeState(NamedTuple):
-    depth: chex.Array
-    node_visits: chex.Array  # [B, N]
-    node_values: chex.Array  # [B, N]
-    edge_visits: chex.Array  # [B, N, W]
+    depth: jax.Array
+    node_visits: jax.Array  # [B, N]
+    node_values: jax.Array  # [B, N]
+    edge_visits: jax.Array  # [B, N, W]
 
 
-def is_decision_node(tree: Tree) -> chex.Array:
+def is_decision_node(tree: Tree) -> jax.Array:
     """``[B, N]`` bool node kinds of a tree built by :func:`stochastic_search`."""
     return tree.embeddings.is_decision
 
 
-def chance_scores(tree: Tree, node: chex.Array) -> chex.Array:
+def chance_scores(tree: Tree, node: jax.Array) -> jax.Array:
     """``[B, W]`` quota scores ``p(c) / (N(c) + 1)`` at ``node [B]`` (``-inf`` at
     impossible outcomes). With the solver's proofs in the tree, proven outcomes
     score ``-inf`` too unless every outcome is proven: a walk into one would only
@@ -252,7 +253,7 @@ def _unpack(name: str, result: Any) -> tuple[Any, Any]:
     return result
 
 
-def _pad(x: chex.Array, width: int, fill: Any) -> chex.Array:
+def _pad(x: jax.Array, width: int, fill: Any) -> jax.Array:
     """``[B, K]`` -> ``[B, width]`` padded with ``fill``."""
     return jnp.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=fill)
 
@@ -284,13 +285,13 @@ class ChanceExpander:
         afterstate never share a node).
     """
 
-    decision_recurrent_fn: Callable
-    chance_recurrent_fn: Callable
+    decision_recurrent_fn: RecurrentFn
+    chance_recurrent_fn: RecurrentFn
     layout: ChanceLayout
     graph: Any = None
 
-    def __call__(self, params: Any, rng_key: chex.PRNGKey, embedding: Any,
-                 action: chex.Array, needed: chex.Array) -> tuple[NodeData, ModelCalls]:
+    def __call__(self, params: Any, rng_key: jax.Array, embedding: Any,
+                 action: jax.Array, needed: jax.Array) -> tuple[NodeData, ModelCalls]:
         a, c, w = self.layout.num_actions, self.layout.num_outcomes, self.layout.width
         b = action.shape[0]
         from_decision = embedding.is_decision
@@ -356,7 +357,7 @@ class ChanceExpander:
     def initial_counts(self) -> ModelCalls:
         return ModelCalls(jnp.int32(0), jnp.int32(0))
 
-    def _hash(self, output: Any, field: str, what: str, batch_size: int) -> chex.Array:
+    def _hash(self, output: Any, field: str, what: str, batch_size: int) -> jax.Array:
         """``[B, 2]`` uint32 hash ``output.field`` (graph search), else zeros."""
         if self.graph is None:
             return jnp.zeros((batch_size, 2), jnp.uint32)
@@ -375,7 +376,7 @@ class ChanceExpander:
 AFTERSTATE_SALT = 0x9E3779B9
 
 
-def _where_tree(pred: chex.Array, on_true: Any, on_false: Any) -> Any:
+def _where_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     def pick(x, y):
         return jnp.where(pred.reshape(pred.shape + (1,) * (x.ndim - 1)), x, y)
     return jax.tree.map(pick, on_true, on_false)
@@ -443,8 +444,8 @@ def store_and_backup_expectation(tree: Tree, walks: Walk, leaves: NodeData,
 # ------------------------------------------------------------------ search
 
 
-def _stochastic_root(root: Any, params: Any, rng_key: chex.PRNGKey,
-                     decision_recurrent_fn: Callable) -> tuple[Any, ChanceLayout]:
+def _stochastic_root(root: Any, params: Any, rng_key: jax.Array,
+                     decision_recurrent_fn: RecurrentFn) -> tuple[Any, ChanceLayout]:
     """The root as a width-``W`` ``RootFnOutput`` whose embedding is a
     :class:`StochasticEmbedding`; ``C`` is read from the shape of
     ``decision_recurrent_fn``'s output (``jax.eval_shape``: no call is made)."""
@@ -485,9 +486,9 @@ class _Call(NamedTuple):
     early_stop: Any = False
 
 
-def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: tuple,
-                     num_simulations: int, invalid_actions: chex.Array | None, call: _Call,
-                     tree: Tree | None, noise: Any, root_prior: chex.Array | None,
+def _stochastic_call(params: Any, rng_key: jax.Array, root: Any, functions: tuple,
+                     num_simulations: int, invalid_actions: jax.Array | None, call: _Call,
+                     tree: Tree | None, noise: Any, root_prior: jax.Array | None,
                      decision_rule: Callable[[frame.Prepared], SelectionRule] | None = None,
                      ) -> tuple[Tree, ModelCalls, frame.Prepared]:
     """The frame of the stochastic policies and :func:`stochastic_search`:
@@ -557,17 +558,17 @@ def _stochastic_call(params: Any, rng_key: chex.PRNGKey, root: Any, functions: t
 
 def stochastic_search(
     params: Any,
-    rng_key: chex.PRNGKey,
+    rng_key: jax.Array,
     root: Any,
-    decision_recurrent_fn: Callable,
-    chance_recurrent_fn: Callable,
+    decision_recurrent_fn: RecurrentFn,
+    chance_recurrent_fn: RecurrentFn,
     num_simulations: int,
     *,
     max_depth: int | None = None,
     max_nodes: int | None = None,
     selection: PUCTConfig | SelectionRule = PUCTConfig(),
-    invalid_actions: chex.Array | None = None,
-    root_prior: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
+    root_prior: jax.Array | None = None,
     chance_backup: ChanceBackup = "visits",
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
@@ -622,12 +623,12 @@ def stochastic_search(
 
 def stochastic_policy(
     params: Any,
-    rng_key: chex.PRNGKey,
+    rng_key: jax.Array,
     root: Any,
-    decision_recurrent_fn: Callable,
-    chance_recurrent_fn: Callable,
+    decision_recurrent_fn: RecurrentFn,
+    chance_recurrent_fn: RecurrentFn,
     num_simulations: int,
-    invalid_actions: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
     max_depth: int | None = None,
     *,
     max_nodes: int | None = None,
@@ -642,7 +643,7 @@ def stochastic_policy(
     virtual_loss: VirtualLoss | None = None,
     solver: Any = False,
     final_move: str = "visits",
-    early_stop: bool | chex.Array = False,
+    early_stop: bool | jax.Array = False,
 ) -> PolicyOutput[Tree]:
     """Stochastic MuZero search (Antonoglou et al. 2022) with mctx's contract.
 
@@ -716,7 +717,7 @@ def stochastic_policy(
     search_tree, _, prepared = _stochastic_call(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
         invalid_actions, call, tree, (dirichlet_fraction, dirichlet_alpha, None), None)
-    num_actions = search_tree.chance.num_actions
+    num_actions = present(search_tree.chance, "search_tree.chance").num_actions
     counts = search_tree.edge_visits[:, Tree.ROOT_INDEX, :num_actions]
     legal = prepared.legal[:, :num_actions]
     action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
@@ -734,18 +735,18 @@ def stochastic_policy(
 
 def stochastic_gumbel_policy(
     params: Any,
-    rng_key: chex.PRNGKey,
+    rng_key: jax.Array,
     root: Any,
-    decision_recurrent_fn: Callable,
-    chance_recurrent_fn: Callable,
+    decision_recurrent_fn: RecurrentFn,
+    chance_recurrent_fn: RecurrentFn,
     num_simulations: int,
-    invalid_actions: chex.Array | None = None,
+    invalid_actions: jax.Array | None = None,
     max_depth: int | None = None,
     *,
     max_num_considered_actions: int = 16,
     gumbel_scale: chex.Numeric = 1.0,
     qtransform: gumbel_lib.CompletedQConfig = gumbel_lib.CompletedQConfig(),
-    gumbel: chex.Array | None = None,
+    gumbel: jax.Array | None = None,
     max_nodes: int | None = None,
     chance_backup: ChanceBackup = "visits",
     tree: Tree | None = None,
@@ -791,6 +792,6 @@ def stochastic_gumbel_policy(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
         invalid_actions, call, tree, None, None, decision_rule=decision_rule)
     action, weights = roots[0].move(search_tree, final_move, solver not in (False, None))
-    num_actions = search_tree.chance.num_actions
+    num_actions = present(search_tree.chance, "search_tree.chance").num_actions
     return PolicyOutput(action=action, action_weights=weights[:, :num_actions],
                         search_tree=search_tree)

@@ -21,12 +21,12 @@ simulations ``node_visits[:, 0] == S + 1`` and the root's edge visits sum to
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.indexing import row_set, row_take
 from jaxpuct.numerics import gather_rows
 from jaxpuct.types import SearchSummary
@@ -34,6 +34,8 @@ from jaxpuct.types import SearchSummary
 if TYPE_CHECKING:
     from jaxpuct.early_stop import StopState
     from jaxpuct.graph import GraphConfig
+
+_T = TypeVar("_T")
 
 UNEXPANDED = -1  # a legal edge with no child node yet
 ILLEGAL = -2  # an edge that may never be selected
@@ -134,24 +136,24 @@ class Tree:
         ``None``.
     """
 
-    node_visits: chex.Array
-    raw_values: chex.Array
-    node_values: chex.Array
-    node_rewards: chex.Array
-    node_discounts: chex.Array
-    node_terminal: chex.Array
+    node_visits: jax.Array
+    raw_values: jax.Array
+    node_values: jax.Array
+    node_rewards: jax.Array
+    node_discounts: jax.Array
+    node_terminal: jax.Array
     embeddings: Any
-    children_index: chex.Array
-    children_prior: chex.Array
-    edge_visits: chex.Array
-    root_prior: chex.Array
-    num_nodes: chex.Array
-    node_hash: chex.Array | None = None
-    hash_table: chex.Array | None = None
-    edge_rewards: chex.Array | None = None
-    edge_discounts: chex.Array | None = None
-    node_sq_values: chex.Array | None = None
-    proof_plies: chex.Array | None = None
+    children_index: jax.Array
+    children_prior: jax.Array
+    edge_visits: jax.Array
+    root_prior: jax.Array
+    num_nodes: jax.Array
+    node_hash: jax.Array | None = None
+    hash_table: jax.Array | None = None
+    edge_rewards: jax.Array | None = None
+    edge_discounts: jax.Array | None = None
+    node_sq_values: jax.Array | None = None
+    proof_plies: jax.Array | None = None
     early_stop: StopState | None = None
     graph: GraphConfig | None = None
     chance: ChanceLayout | None = None
@@ -189,7 +191,7 @@ class Tree:
     def is_graph(self) -> bool:
         return self.graph is not None
 
-    def qvalues(self, node_index: chex.Array) -> chex.Array:
+    def qvalues(self, node_index: jax.Array) -> jax.Array:
         """``[B, A]`` edge values ``Q(n, a) = r + discount * Q(child)``.
 
         ``node_index`` is ``[B]``; edges with no child node read 0.
@@ -220,7 +222,7 @@ class Tree:
             simulations_saved=None if self.early_stop is None else self.early_stop.saved,
         )
 
-    def unstored_leaves(self) -> chex.Array:
+    def unstored_leaves(self) -> jax.Array:
         """``[B]`` int32 leaves evaluated but not stored (the tree was full): the
         visits of edges that still have no child. Every other visited edge got its
         child when its leaf was stored, so this is exact; it includes those a
@@ -252,8 +254,8 @@ jax.tree_util.register_dataclass(
     meta_fields=list(_TREE_META))
 
 
-@chex.dataclass(frozen=True)
-class NodeData:
+@pytree_dataclass
+class NodeData(Replaceable):
     """What a new node holds, for each tree of the batch (already sanitised).
 
     Attributes:
@@ -267,17 +269,29 @@ class NodeData:
       state_hash: ``[B, 2]`` uint32 (graph search) or ``None``.
     """
 
-    reward: chex.Array
-    discount: chex.Array
-    value: chex.Array
-    prior: chex.Array
-    legal: chex.Array
-    terminal: chex.Array
+    reward: jax.Array
+    discount: jax.Array
+    value: jax.Array
+    prior: jax.Array
+    legal: jax.Array
+    terminal: jax.Array
     embedding: Any
-    state_hash: chex.Array | None = None
+    state_hash: jax.Array | None = None
 
 
-def write_nodes(tree: Tree, slot: chex.Array, node: NodeData) -> Tree:
+def present(value: _T | None, name: str) -> _T:
+    """``value``, an optional field that the tree's mode guarantees is set (a graph's
+    hash table, the solver's proof plies, the edge discounts beside the edge rewards).
+
+    Raises ``ValueError`` naming the field when it is ``None`` (a broken invariant, not
+    a user's input); for a type checker it narrows ``T | None`` to ``T``.
+    """
+    if value is None:
+        raise ValueError(f"{name} is None here; this tree's mode requires it to be set.")
+    return value
+
+
+def write_nodes(tree: Tree, slot: jax.Array, node: NodeData) -> Tree:
     """Writes ``node`` into slot ``slot [B]`` of each tree, with one visit.
 
     A slot ``>= max_nodes`` writes nothing for that tree (``mode="drop"``), so
@@ -323,7 +337,7 @@ def with_second_moment(tree: Tree) -> Tree:
     return tree.replace(node_sq_values=tree.node_values * tree.node_values)
 
 
-def store_nodes(tree: Tree, parent: chex.Array, action: chex.Array, store: chex.Array,
+def store_nodes(tree: Tree, parent: jax.Array, action: jax.Array, store: jax.Array,
                 node: NodeData) -> Tree:
     """Stores ``node`` as the child of edge ``(parent [B], action [B])`` in the next
     free slot of each tree where ``store [B]`` (the caller checked there is room)."""
@@ -333,14 +347,14 @@ def store_nodes(tree: Tree, parent: chex.Array, action: chex.Array, store: chex.
     return link_children(tree, parent, action, slot, store)
 
 
-def link_children(tree: Tree, parent: chex.Array, action: chex.Array,
-                  child: chex.Array, where: chex.Array) -> Tree:
+def link_children(tree: Tree, parent: jax.Array, action: jax.Array,
+                  child: jax.Array, where: jax.Array) -> Tree:
     """Points edge ``(parent [B], action [B])`` at ``child [B]`` where ``where [B]``."""
     parent = jnp.where(where, parent, tree.max_nodes)
     return tree.replace(children_index=row_set(tree.children_index, (parent, action), child))
 
 
-def edge_qvalues(tree: Tree, node: chex.Array, children: chex.Array) -> chex.Array:
+def edge_qvalues(tree: Tree, node: jax.Array, children: jax.Array) -> jax.Array:
     """``[B, A]`` values ``Q(n, a) = r(n, a) + discount(n, a) * Q(child)``; 0 where no child.
 
     ``node`` is ``[B]``, ``children`` its ``[B, A]`` child indices (negative
@@ -351,7 +365,7 @@ def edge_qvalues(tree: Tree, node: chex.Array, children: chex.Array) -> chex.Arr
     safe = jnp.where(has_child, children, 0)
     if tree.edge_rewards is not None:
         reward = gather_rows(tree.edge_rewards, node)
-        discount = gather_rows(tree.edge_discounts, node)
+        discount = gather_rows(present(tree.edge_discounts, "tree.edge_discounts"), node)
     else:
         reward = row_take(tree.node_rewards, safe)
         discount = row_take(tree.node_discounts, safe)

@@ -14,14 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-import chex
+import jax
+
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 
 Params = Any
 Embedding = Any  # any pytree whose leaves have a leading [B] axis
 
 
-@chex.dataclass(frozen=True)
-class RootFnOutput:
+@pytree_dataclass
+class RootFnOutput(Replaceable):
     """What the search needs about the root of each tree.
 
     Attributes:
@@ -34,15 +36,15 @@ class RootFnOutput:
         by graph search.
     """
 
-    prior_logits: chex.Array
-    value: chex.Array
+    prior_logits: jax.Array
+    value: jax.Array
     embedding: Embedding
-    legal_action_mask: chex.Array | None = None
-    state_hash: chex.Array | None = None
+    legal_action_mask: jax.Array | None = None
+    state_hash: jax.Array | None = None
 
 
-@chex.dataclass(frozen=True)
-class RecurrentFnOutput:
+@pytree_dataclass
+class RecurrentFnOutput(Replaceable):
     """What ``recurrent_fn`` returns for the state reached by one action.
 
     Attributes:
@@ -64,23 +66,23 @@ class RecurrentFnOutput:
         search only; include the player to move).
     """
 
-    reward: chex.Array
-    discount: chex.Array
-    prior_logits: chex.Array
-    value: chex.Array
-    legal_action_mask: chex.Array | None = None
-    terminal: chex.Array | None = None
-    state_hash: chex.Array | None = None
+    reward: jax.Array
+    discount: jax.Array
+    prior_logits: jax.Array
+    value: jax.Array
+    legal_action_mask: jax.Array | None = None
+    terminal: jax.Array | None = None
+    state_hash: jax.Array | None = None
 
 
-RecurrentFn = Callable[[Params, chex.PRNGKey, chex.Array, Embedding],
+RecurrentFn = Callable[[Params, jax.Array, jax.Array, Embedding],
                        tuple[Any, Embedding]]
 
 T = TypeVar("T")
 
 
-@chex.dataclass(frozen=True)
-class SearchSummary:
+@pytree_dataclass
+class SearchSummary(Replaceable):
     """Root statistics of a finished search.
 
     Attributes:
@@ -101,16 +103,16 @@ class SearchSummary:
         no-op walks, counts 0 too). ``None`` without early stopping.
     """
 
-    visit_counts: chex.Array
-    visit_probs: chex.Array
-    value: chex.Array
-    qvalues: chex.Array
-    unstored_leaves: chex.Array | None = None
-    simulations_saved: chex.Array | None = None
+    visit_counts: jax.Array
+    visit_probs: jax.Array
+    value: jax.Array
+    qvalues: jax.Array
+    unstored_leaves: jax.Array | None = None
+    simulations_saved: jax.Array | None = None
 
 
-@chex.dataclass(frozen=True)
-class PolicyOutput(Generic[T]):
+@pytree_dataclass
+class PolicyOutput(Replaceable, Generic[T]):
     """What a policy returns.
 
     Attributes:
@@ -122,6 +124,6 @@ class PolicyOutput(Generic[T]):
       search_tree: the ``Tree`` the search built.
     """
 
-    action: chex.Array
-    action_weights: chex.Array
+    action: jax.Array
+    action_weights: jax.Array
     search_tree: T

@@ -17,8 +17,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-import chex
 import jax
+import jax.core  # jax.core.Tracer: is a value known at trace time
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
@@ -90,7 +90,7 @@ def check_positive(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be > 0, got {array[~(array > 0)].ravel()[0]}.")
 
 
-def debug_check_range(name: str, value: chex.Array, low: float,
+def debug_check_range(name: str, value: jax.Array, low: float,
                       high: float = float("inf")) -> None:
     """A ``checkify`` check that every element of ``value`` is in ``[low, high]``.
 
@@ -151,7 +151,7 @@ def check_scalar_or_batch(name: str, value: Any, batch_size: int) -> None:
 def check_root(root: Any) -> tuple[int, int]:
     """Checks a ``RootFnOutput``-like object; returns ``(batch_size, num_actions)``."""
     logits = getattr(root, "prior_logits", None)
-    if getattr(logits, "ndim", None) != 2:
+    if logits is None or getattr(logits, "ndim", None) != 2:
         got = None if logits is None else list(getattr(logits, "shape", ()))
         raise ValueError(f"root.prior_logits must have shape [B, num_actions], got {got}.")
     batch_size, num_actions = logits.shape
@@ -359,7 +359,7 @@ def check_recurrent_output(output: Any, embedding: Any, batch_size: int,
                 f"root.embedding (the tree stores it), got {new_leaf.dtype}.")
 
 
-def split_keys(rng_key: chex.PRNGKey, batch_size: int) -> tuple[chex.PRNGKey, chex.Array]:
+def split_keys(rng_key: jax.Array, batch_size: int) -> tuple[jax.Array, jax.Array]:
     """Accepts one key or a batch of keys; returns ``(shared_key, per_element_keys [B])``.
 
     With a batch of keys, element ``b`` uses only ``rng_key[b]`` for its own
@@ -368,7 +368,7 @@ def split_keys(rng_key: chex.PRNGKey, batch_size: int) -> tuple[chex.PRNGKey, ch
     ``recurrent_fn``) is then derived from ``rng_key[0]``.
     """
     key = jnp.asarray(rng_key)
-    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
     single_ndim = 0 if typed else 1
     if key.ndim == single_ndim:
         shared, per_element = jax.random.split(key)

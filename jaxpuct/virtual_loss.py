@@ -37,13 +37,12 @@ import math
 from collections.abc import Callable
 from typing import Literal, NamedTuple, get_args
 
-import chex
 import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
 from jaxpuct.indexing import row_add, row_set, row_take
-from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree
+from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, present
 from jaxpuct.walk import Walk
 
 Mode = Literal["loss", "visit"]
@@ -75,26 +74,26 @@ class VirtualLoss:
 class _Marks(NamedTuple):
     """The arrays virtual loss changes, carried through its depth loop."""
 
-    depth: chex.Array  # scalar int32
-    node_visits: chex.Array  # [B, N]
-    node_values: chex.Array  # [B, N]
-    edge_visits: chex.Array  # [B, N, A]
-    saved_values: chex.Array  # [B, D + 1] child values before the change
-    stamp: chex.Array | None = None  # [B, N] step that last overwrote each node's value
-    first: chex.Array | None = None  # [B, D + 1] this walk overwrote the child first
+    depth: jax.Array  # scalar int32
+    node_visits: jax.Array  # [B, N]
+    node_values: jax.Array  # [B, N]
+    edge_visits: jax.Array  # [B, N, A]
+    saved_values: jax.Array  # [B, D + 1] child values before the change
+    stamp: jax.Array | None = None  # [B, N] step that last overwrote each node's value
+    first: jax.Array | None = None  # [B, D + 1] this walk overwrote the child first
 
 
-def _edge_reward_discount(tree: Tree, node: chex.Array, action: chex.Array,
-                          child: chex.Array) -> tuple[chex.Array, chex.Array]:
+def _edge_reward_discount(tree: Tree, node: jax.Array, action: jax.Array,
+                          child: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(reward [B], discount [B])`` of edge ``(node, action)`` leading to ``child``."""
     if tree.edge_rewards is not None:
         return (row_take(tree.edge_rewards, node, action),
-                row_take(tree.edge_discounts, node, action))
+                row_take(present(tree.edge_discounts, "tree.edge_discounts"), node, action))
     return row_take(tree.node_rewards, child), row_take(tree.node_discounts, child)
 
 
-def _shift_visits(state: _Marks, node: chex.Array, action: chex.Array, count: chex.Array,
-                  delta: chex.Array) -> tuple[chex.Array, chex.Array]:
+def _shift_visits(state: _Marks, node: jax.Array, action: jax.Array, count: jax.Array,
+                  delta: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(node_visits, edge_visits)`` with ``delta [B]`` added to ``node [B]`` and to its
     edge ``action [B]`` (whose gathered count is ``count [B]``: a set of the gathered
     value, not a scatter-add, lets XLA update the carried array in place)."""
@@ -102,8 +101,8 @@ def _shift_visits(state: _Marks, node: chex.Array, action: chex.Array, count: ch
             row_set(state.edge_visits, (node, action), count + delta))
 
 
-def _path_child(path_nodes: chex.Array, depth: chex.Array, on_path: chex.Array,
-                num_edges: chex.Array, expand: chex.Array) -> tuple[chex.Array, chex.Array]:
+def _path_child(path_nodes: jax.Array, depth: jax.Array, on_path: jax.Array,
+                num_edges: jax.Array, expand: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(child [B], has_child [B])`` of the edge at ``depth`` of each walk, read from
     the path record (not from ``children_index``, which the step changes: reading
     it inside these loops would make XLA copy it). The last edge of an expanding
@@ -112,11 +111,11 @@ def _path_child(path_nodes: chex.Array, depth: chex.Array, on_path: chex.Array,
     return path_nodes[:, depth + 1], has_child
 
 
-def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
-                  path_actions: chex.Array, num_edges: chex.Array, expand: chex.Array,
-                  saved_values: chex.Array, stamp: chex.Array | None, step: chex.Array | None,
-                  first: chex.Array | None,
-                  ) -> tuple[Tree, chex.Array, chex.Array | None, chex.Array | None]:
+def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: jax.Array,
+                  path_actions: jax.Array, num_edges: jax.Array, expand: jax.Array,
+                  saved_values: jax.Array, stamp: jax.Array | None, step: jax.Array | None,
+                  first: jax.Array | None,
+                  ) -> tuple[Tree, jax.Array, jax.Array | None, jax.Array | None]:
     """Marks one walk per tree as pending (module docstring).
 
     Args:
@@ -168,12 +167,15 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
             values = row_set(values, written, new)
             if track:
                 # Only the step's first overwrite of a node saved its original value.
+                stamps = present(stamps, "the virtual-loss stamps")
+                step_now = present(step, "the virtual-loss step")
                 seen = row_take(stamps, safe)
-                firsts = firsts.at[:, depth + 1].set(seen != step)
+                firsts = present(firsts, "the step's first overwrites").at[:, depth + 1].set(
+                    seen != step_now)
                 # ``max(seen, step)`` is ``step`` (stamps are earlier steps); writing
                 # it makes the write depend on the read, so XLA updates the [B, N]
                 # stamps in place instead of copying them to read them afterwards.
-                stamps = row_set(stamps, written, jnp.maximum(seen, step))
+                stamps = row_set(stamps, written, jnp.maximum(seen, step_now))
         return _Marks(depth + 1, node_visits, values, edge_visits, saved, stamps, firsts)
 
     init = _Marks(jnp.int32(0), tree.node_visits, tree.node_values, tree.edge_visits,
@@ -184,9 +186,9 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
             final.stamp if track else stamp, final.first if track else first)
 
 
-def unmark_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
-              path_actions: chex.Array, num_edges: chex.Array, expand: chex.Array,
-              saved_values: chex.Array, first: chex.Array | None) -> Tree:
+def unmark_step(tree: Tree, config: VirtualLoss, path_nodes: jax.Array,
+              path_actions: jax.Array, num_edges: jax.Array, expand: jax.Array,
+              saved_values: jax.Array, first: jax.Array | None) -> Tree:
     """Removes the marks of all ``K`` walks of a step at once (arguments of
     :func:`mark_walk`, stacked ``[K, B, ...]``).
 
@@ -209,7 +211,7 @@ def unmark_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
         values = state.node_values
         if config.mode == "loss":
             has_child = on_path & ((depth < num_edges - 1) | ~expand)
-            restore = has_child & first[:, :, depth + 1]
+            restore = has_child & present(first, "the step's first overwrites")[:, :, depth + 1]
             child = jnp.where(restore, path_nodes[:, :, depth + 1], tree.max_nodes)
             values = row_set(values, child, saved_values[:, :, depth + 1], tree_axis=1)
         return _Marks(depth + 1, node_visits, values, edge_visits, state.saved_values)
@@ -221,7 +223,7 @@ def unmark_step(tree: Tree, config: VirtualLoss, path_nodes: chex.Array,
                         edge_visits=final.edge_visits)
 
 
-def set_claims(tree: Tree, parent: chex.Array, action: chex.Array, claimed: chex.Array,
+def set_claims(tree: Tree, parent: jax.Array, action: jax.Array, claimed: jax.Array,
                code: int) -> Tree:
     """Sets edge ``(parent [B], action [B])`` to ``code`` where ``claimed [B]``:
     ``ILLEGAL`` to claim an unexpanded edge, ``UNEXPANDED`` to release it."""
@@ -237,14 +239,14 @@ class StepWalks(NamedTuple):
     """The ``K`` walks of one step and what the step's walk loop carries."""
 
     walks: Walk  # [K, B] path records; num_edges 0 for an invalid (no-op) walk
-    saved_values: chex.Array  # [K, B, D + 1] values virtual loss overwrote
-    first: chex.Array | None  # [K, B, D + 1] the step's first overwrites ("loss" mode)
+    saved_values: jax.Array  # [K, B, D + 1] values virtual loss overwrote
+    first: jax.Array | None  # [K, B, D + 1] the step's first overwrites ("loss" mode)
 
 
 class _WalkLoop(NamedTuple):
     tree: Tree
-    marks: chex.Array | None  # [B, N] graph search
-    stamp: chex.Array | None  # [B, N] "loss" mode
+    marks: jax.Array | None  # [B, N] graph search
+    stamp: jax.Array | None  # [B, N] "loss" mode
     step: StepWalks
 
 
@@ -263,14 +265,14 @@ def empty_step(config: VirtualLoss, num_walks: int, batch_size: int, depth_limit
                if config.mode == "loss" else None))
 
 
-def empty_stamp(config: VirtualLoss, tree: Tree) -> chex.Array | None:
+def empty_stamp(config: VirtualLoss, tree: Tree) -> jax.Array | None:
     """``[B, N]`` stamps of :func:`mark_walk` (``"loss"`` mode), or ``None``."""
     return jnp.full(tree.node_visits.shape, -1, jnp.int32) if config.mode == "loss" else None
 
 
-def walk_step(tree: Tree, config: VirtualLoss, select_one: Callable, step: chex.Array,
-              buffers: StepWalks, marks: chex.Array | None, stamp: chex.Array | None,
-              ) -> tuple[Tree, StepWalks, chex.Array | None, chex.Array | None]:
+def walk_step(tree: Tree, config: VirtualLoss, select_one: Callable, step: jax.Array,
+              buffers: StepWalks, marks: jax.Array | None, stamp: jax.Array | None,
+              ) -> tuple[Tree, StepWalks, jax.Array | None, jax.Array | None]:
     """The ``K`` walks of one search step, each under the marks of the earlier ones.
 
     ``select_one(tree, k, path_nodes, path_actions, marks) -> (Walk, marks)`` walks
@@ -299,7 +301,7 @@ def walk_step(tree: Tree, config: VirtualLoss, select_one: Callable, step: chex.
                      expand=buf.walks.expand.at[k].set(expand))
         return _WalkLoop(tree, marks, stamp, StepWalks(
             walks=walks, saved_values=buf.saved_values.at[k].set(saved),
-            first=None if first is None else buf.first.at[k].set(first)))
+            first=None if first is None else present(buf.first, "buf.first").at[k].set(first)))
 
     num_walks = buffers.walks.num_walks
     state = jax.lax.fori_loop(0, num_walks, walk_one, _WalkLoop(tree, marks, stamp, buffers))

@@ -391,7 +391,7 @@ def render(dot_text: str, path: str | Path, *, engine: str = "auto") -> str:
     if engine == "dot" and dot is None:
         raise FileNotFoundError("engine='dot' needs Graphviz's dot program on PATH "
                                 "(https://graphviz.org/download/)")
-    if engine == "dot" or (engine == "auto" and dot is not None):
+    if dot is not None and engine in ("dot", "auto"):
         subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=dot_text, text=True,
                        check=True, capture_output=True)
         return "dot"

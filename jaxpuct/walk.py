@@ -18,21 +18,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.indexing import row_set, row_take
 from jaxpuct.selection import SelectionRule
-from jaxpuct.tree import Tree
+from jaxpuct.tree import Tree, present
 
 # ``(tree, node [B]) -> [B] bool``: the walk does not enter those nodes (it stops
 # on the edge into them and backs up their stored value).
-StopFn = Callable[[Tree, chex.Array], chex.Array]
+StopFn = Callable[[Tree, jax.Array], jax.Array]
 
 
-@chex.dataclass(frozen=True)
-class Walk:
+@pytree_dataclass
+class Walk(Replaceable):
     """Where one simulation's walk ended, for every tree.
 
     The arrays may carry a leading ``[K]`` axis (the ``K`` walks of one step of
@@ -45,23 +45,23 @@ class Walk:
       expand: ``[B]`` the last edge had no child: evaluate and store one.
     """
 
-    path_nodes: chex.Array
-    path_actions: chex.Array
-    num_edges: chex.Array
-    expand: chex.Array
+    path_nodes: jax.Array
+    path_actions: jax.Array
+    num_edges: jax.Array
+    expand: jax.Array
 
-    def leaf_edge(self) -> tuple[chex.Array, chex.Array]:
+    def leaf_edge(self) -> tuple[jax.Array, jax.Array]:
         """``(parent, action)`` of the last edge walked, ``[B]`` (or ``[K, B]``)."""
         last = jnp.maximum(self.num_edges - 1, 0)[..., None]
         return (jnp.take_along_axis(self.path_nodes, last, axis=-1)[..., 0],
                 jnp.take_along_axis(self.path_actions, last, axis=-1)[..., 0])
 
-    def leaf_node(self) -> chex.Array:
+    def leaf_node(self) -> jax.Array:
         """The node at the end of the path, ``[B]`` (or ``[K, B]``): the last edge's
         child where it has one (else its parent; not read by the callers then)."""
         return jnp.take_along_axis(self.path_nodes, self.num_edges[..., None], axis=-1)[..., 0]
 
-    def one(self, k: int | chex.Array) -> Walk:
+    def one(self, k: int | jax.Array) -> Walk:
         """Walk ``k`` of a stack of ``[K, B]`` walks."""
         return Walk(path_nodes=self.path_nodes[k], path_actions=self.path_actions[k],
                     num_edges=self.num_edges[k], expand=self.expand[k])
@@ -75,18 +75,18 @@ class Walk:
 class _WalkState(NamedTuple):
     """The walk's loop carry: ``[B]`` and ``[B, D]`` arrays (and graph marks)."""
 
-    depth: chex.Array  # scalar int32: edges walked so far
-    node: chex.Array  # [B] current node
-    active: chex.Array  # [B] still walking
-    path_nodes: chex.Array  # [B, D + 1]
-    path_actions: chex.Array  # [B, D]
-    num_edges: chex.Array  # [B]
-    expand: chex.Array  # [B]
-    marks: chex.Array | None  # [B, N] graph search: simulation that last entered a node
+    depth: jax.Array  # scalar int32: edges walked so far
+    node: jax.Array  # [B] current node
+    active: jax.Array  # [B] still walking
+    path_nodes: jax.Array  # [B, D + 1]
+    path_actions: jax.Array  # [B, D]
+    num_edges: jax.Array  # [B]
+    expand: jax.Array  # [B]
+    marks: jax.Array | None  # [B, N] graph search: simulation that last entered a node
 
 
-def _set_column(array: chex.Array, column: chex.Array, value: chex.Array,
-                where: chex.Array) -> chex.Array:
+def _set_column(array: jax.Array, column: jax.Array, value: jax.Array,
+                where: jax.Array) -> jax.Array:
     """``array [B, C]`` with ``array[:, column] = value [B]`` where ``where [B]``, for a
     scalar ``column`` in range (a dynamic slice: no scatter, no index arrays)."""
     old = jax.lax.dynamic_index_in_dim(array, column, axis=1, keepdims=False)
@@ -94,8 +94,8 @@ def _set_column(array: chex.Array, column: chex.Array, value: chex.Array,
                                                axis=1)
 
 
-def _advance(tree: Tree, state: _WalkState, action: chex.Array, max_depth: int,
-             stop_fn: StopFn | None, sim: chex.Array) -> _WalkState:
+def _advance(tree: Tree, state: _WalkState, action: jax.Array, max_depth: int,
+             stop_fn: StopFn | None, sim: jax.Array | int) -> _WalkState:
     """Takes ``action [B]`` from ``state.node`` in every active walk."""
     depth, node, active = state.depth, state.node, state.active
     child = row_take(tree.children_index, node, action)
@@ -109,6 +109,7 @@ def _advance(tree: Tree, state: _WalkState, action: chex.Array, max_depth: int,
         stop = stop | stop_fn(tree, safe_child)
     marks = state.marks
     if tree.graph is not None:
+        marks = present(marks, "the walk's graph marks")
         seen = row_take(marks, safe_child)
         # The root is on every path: it needs no mark (a write of it before the
         # walk made XLA copy the [B, N] marks on every simulation).
@@ -125,10 +126,10 @@ def _advance(tree: Tree, state: _WalkState, action: chex.Array, max_depth: int,
                       marks=marks)
 
 
-def select(tree: Tree, rule: SelectionRule, max_depth: int, rng_keys: chex.Array,
-           marks: chex.Array | None, sim: chex.Array | int, path_nodes: chex.Array,
-           path_actions: chex.Array, stop_fn: StopFn | None = None,
-           ) -> tuple[Walk, chex.Array | None]:
+def select(tree: Tree, rule: SelectionRule, max_depth: int, rng_keys: jax.Array,
+           marks: jax.Array | None, sim: jax.Array | int, path_nodes: jax.Array,
+           path_actions: jax.Array, stop_fn: StopFn | None = None,
+           ) -> tuple[Walk, jax.Array | None]:
     """Walks every tree from the root and records the path (module docstring).
 
     The root step runs once, outside the loop, with ``rule.root``; the loop then

@@ -9,6 +9,7 @@
   tests start inherit it (they add their own flags with :func:`xla_flags`).
 """
 
+import importlib.metadata
 import os
 import sys
 from pathlib import Path
@@ -18,8 +19,22 @@ from pathlib import Path
 # 16-18, and without the CPU fusion emitters, whose code generation is the costly
 # part at these sizes, 6-8; one code-generation split (no thread-pool hand-off per
 # module) 5.7-6.0. The legacy (non-thunk) CPU runtime gains nothing more.
-FAST_XLA_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
-                  "--xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1")
+# Each flag with the oldest jaxlib checked to know it (its name is in that release's XLA
+# library; 0.4.30 knows only the first): an older XLA aborts on a flag it does not know,
+# and the lowest-versions environment (``make test-lowest``) runs on such a jaxlib.
+_FLAG_SINCE = (("--xla_backend_optimization_level=0", (0, 4, 30)),
+               ("--xla_llvm_disable_expensive_passes=true", (0, 4, 31)),
+               ("--xla_cpu_parallel_codegen_split_count=1", (0, 4, 33)),
+               ("--xla_cpu_use_fusion_emitters=false", (0, 5, 3)))
+
+
+def _jaxlib_version() -> tuple[int, ...]:
+    # From the metadata: importing jaxlib here could start XLA before the flags are set.
+    release = importlib.metadata.version("jaxlib").split(".")[:3]
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in release)
+
+
+FAST_XLA_FLAGS = " ".join(flag for flag, since in _FLAG_SINCE if _jaxlib_version() >= since)
 
 
 def xla_flags(*extra: str) -> str:

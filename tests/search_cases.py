@@ -12,6 +12,7 @@ any XLA compilation (the tests that compare two searches compile both the same w
 from __future__ import annotations
 
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -25,11 +26,18 @@ from jaxpuct.testing import random_games
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
+# ``jax.jit(compiler_options=...)`` is missing from the oldest jax the project supports;
+# there the same two options come from conftest's ``XLA_FLAGS``, set for every compile.
+_JIT_HAS_COMPILER_OPTIONS = "compiler_options" in inspect.signature(jax.jit).parameters
+
+
 def jit(fun=None, **kwargs):
     """``jax.jit`` with the cheap CPU compile pipeline."""
     if fun is None:
         return functools.partial(jit, **kwargs)
-    return jax.jit(fun, compiler_options=FAST_COMPILE, **kwargs)
+    if _JIT_HAS_COMPILER_OPTIONS:
+        kwargs["compiler_options"] = FAST_COMPILE
+    return jax.jit(fun, **kwargs)
 
 
 # ------------------------------------------------------------------ random games

@@ -50,3 +50,48 @@ def test_version_matches_the_project_metadata():
     from importlib.metadata import version
 
     assert jaxpuct.__version__ == version("jaxpuct")
+
+
+def test_pytree_dataclasses_keep_chex_behaviour():
+    # jaxpuct._dataclass only retypes chex.dataclass: a frozen pytree, a Mapping,
+    # with a replace that returns the same class.
+    import collections.abc
+    import dataclasses
+
+    import jax
+    import numpy as np
+    import pytest
+
+    root = jaxpuct.RootFnOutput(prior_logits=np.zeros((2, 3)), value=np.ones(2),
+                                embedding=np.arange(2))
+    leaves, treedef = jax.tree.flatten(root)
+    assert len(leaves) == 3
+    again = jax.tree.unflatten(treedef, leaves)
+    assert type(again) is jaxpuct.RootFnOutput
+    moved = root.replace(value=np.full(2, 5.0))
+    assert type(moved) is jaxpuct.RootFnOutput
+    assert moved.value.tolist() == [5.0, 5.0] and root.value.tolist() == [1.0, 1.0]
+    assert isinstance(root, collections.abc.Mapping) and sorted(root) == [
+        "embedding", "legal_action_mask", "prior_logits", "state_hash", "value"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        root.value = None  # frozen: this must fail
+
+
+def test_present_returns_the_value_or_names_the_missing_field():
+    import pytest
+
+    from jaxpuct.tree import present
+
+    value = object()
+    assert present(value, "tree.hash_table") is value
+    with pytest.raises(ValueError, match=r"tree\.hash_table is None"):
+        present(None, "tree.hash_table")
+
+
+def test_typing_marker_ships_with_the_package():
+    from pathlib import Path
+
+    root = Path(jaxpuct.__file__).resolve().parent
+    assert (root / "py.typed").is_file()
+    pyproject = (root.parent / "pyproject.toml").read_text()
+    assert '[tool.setuptools.package-data]\njaxpuct = ["py.typed"]' in pyproject

@@ -99,7 +99,7 @@ def check_same_position(game: str, legal: np.ndarray, terminal: bool, os_state: 
                                  f"terminal={os_state.is_terminal()}\n{os_state}")
     if terminal:
         return
-    ours = sorted(openspiel_action(game, a) for a in np.flatnonzero(legal))
+    ours = sorted(openspiel_action(game, int(a)) for a in np.flatnonzero(legal))
     theirs = sorted(os_state.legal_actions())
     if ours != theirs:
         raise ArenaMismatchError(f"{where}: legal actions differ: pgx (as OpenSpiel "
@@ -311,7 +311,8 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
     plies = np.zeros(b, np.int64)
     forced = np.zeros(b, np.int64)
     bot_seconds, done_before = 0.0, 0
-    for ply in range(MAX_MOVES[game] + _MAX_FORCED_PASSES + 1):
+    max_plies = MAX_MOVES[game] + _MAX_FORCED_PASSES + 1
+    for ply in range(max_plies):
         legal, terminal, player, new_rewards = jax.device_get(
             (state.legal_action_mask, pgx_game.environment.terminal(state),
              state.current_player, state.rewards))
@@ -338,7 +339,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
                 raise ArenaMismatchError(f"{where}: OpenSpiel player {os_state.current_player()}"
                                          f" to move, pgx player id {player[g]} (= OpenSpiel "
                                          f"{os_player})")
-            if agent_to_move[g]:
+            if agent_to_move[g] and agent_actions is not None:
                 action = int(agent_actions[g])
                 if not 0 <= action < legal.shape[1] or not legal[g, action]:
                     raise ArenaMismatchError(f"{where}: the agent chose illegal {action}")
@@ -351,7 +352,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
             plies[g] += 1
         state = env_step(state, jnp.asarray(actions))
     else:
-        raise ArenaMismatchError(f"{game}: games still running after {ply + 1} plies")
+        raise ArenaMismatchError(f"{game}: games still running after {max_plies} plies")
     outcome = _check_outcomes(os_states, rewards, first_id, agent_id, game)
     return MatchResult(game=game, first=_score(outcome[agent_first]),
                        second=_score(outcome[~agent_first]), total=_score(outcome),

@@ -8,9 +8,10 @@ buffer can be donated, i.e. updated in place).
 
 from __future__ import annotations
 
-import chex
 import jax
 import jax.numpy as jnp
+
+from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 
 __all__ = ["ReplayBuffer", "empty_buffer", "filled_rows", "sample", "sample_rows",
            "write_trajectories"]
@@ -20,8 +21,8 @@ __all__ = ["ReplayBuffer", "empty_buffer", "filled_rows", "sample", "sample_rows
 _INT32_MAX = 2**31 - 1
 
 
-@chex.dataclass
-class ReplayBuffer:
+@mutable_pytree_dataclass
+class ReplayBuffer(Replaceable):
     """Circular buffer of training rows; rows ``[0, min(num_added, N))`` are filled.
 
     Attributes:
@@ -37,12 +38,12 @@ class ReplayBuffer:
         same pytree structure (and checkpoints) as before it existed.
     """
 
-    obs: chex.Array
-    policy: chex.Array
-    outcome: chex.Array
-    next_row: chex.Array
-    num_added: chex.Array
-    root_value: chex.Array | None = None
+    obs: jax.Array
+    policy: jax.Array
+    outcome: jax.Array
+    next_row: jax.Array
+    num_added: jax.Array
+    root_value: jax.Array | None = None
 
 
 def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: int,

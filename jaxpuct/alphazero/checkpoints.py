@@ -161,7 +161,8 @@ def _on_disk(template: Any, saved: Any) -> Any:
 def _from_disk(template: Any, restored: Any) -> Any:
     """``template``'s structure with the values of ``restored`` (see :func:`_on_disk`)."""
     if dataclasses.is_dataclass(template) and not isinstance(template, type):
-        return template.replace(**{name: _from_disk(getattr(template, name), value)
+        # Every dataclass a state holds is a chex one or the Tree: both have replace.
+        return template.replace(**{name: _from_disk(getattr(template, name), value)  # pyright: ignore[reportAttributeAccessIssue]
                                    for name, value in restored.items()})
     return restored
 

@@ -259,8 +259,11 @@ def _hints(cls) -> dict[str, Any]:
 
 
 def _choices(field: dataclasses.Field) -> tuple | None:
-    choices = field.metadata.get("choices")
-    return tuple(choices()) if callable(choices) else choices
+    choices: Any = field.metadata.get("choices")  # field metadata is untyped
+    if callable(choices):
+        made: Any = choices()
+        return tuple(made)
+    return choices
 
 
 def _validate(obj) -> None:

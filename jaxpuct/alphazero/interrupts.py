@@ -22,6 +22,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["Interrupted", "SignalGuard"]
 
@@ -55,7 +56,8 @@ class SignalGuard:
 
     def __init__(self, signals: tuple[int, ...] = HANDLED):
         self._signals = signals
-        self._previous: dict[int, object] = {}
+        # Handlers as signal.signal returns them (typeshed's name for that type is private).
+        self._previous: dict[int, Any] = {}
         self._depth = 0
         self.pending: int | None = None
 

@@ -78,7 +78,8 @@ class _Norm(nnx.Module):
 
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         if self.is_batch:
-            return self.layer(x, use_running_average=not train)
+            # is_batch: the layer is the BatchNorm, which takes this keyword.
+            return self.layer(x, use_running_average=not train)  # pyright: ignore[reportCallIssue]
         return self.layer(x)
 
 
@@ -210,7 +211,9 @@ class MLPPolicyValue(nnx.Module):
         hidden: Sequence[int] = (64, 64),
         rngs: nnx.Rngs,
     ):
-        dims = (obs_shape,) if isinstance(obs_shape, numbers.Integral) else tuple(obs_shape)
+        # int first: pyright narrows by it (numbers.Integral is only registered for int).
+        dims = ((int(obs_shape),) if isinstance(obs_shape, (int, numbers.Integral))
+                else tuple(obs_shape))
         if not dims:
             raise ValueError("obs_shape must not be empty")
         for size in dims:

@@ -18,10 +18,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.alphazero.buffer import ReplayBuffer, write_trajectories
 from jaxpuct.alphazero.config import SelfPlayConfig
 from jaxpuct.envs.adapter import Environment, make_recurrent_fn, make_root_fn
@@ -31,13 +31,14 @@ from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
 from jaxpuct.roots import init_tree
 from jaxpuct.testing.pure_search import zero_apply
+from jaxpuct.tree import present
 
 __all__ = ["Games", "SearchFns", "init_games", "make_search_fns", "position_outcomes",
            "record_ply", "restart_finished", "search", "selfplay_step"]
 
 
-@chex.dataclass
-class Games:
+@mutable_pytree_dataclass
+class Games(Replaceable):
     """``B`` games in progress and their trajectories so far.
 
     Attributes:
@@ -55,10 +56,10 @@ class Games:
     """
 
     state: Any
-    obs: chex.Array
-    policy: chex.Array
-    player: chex.Array
-    length: chex.Array
+    obs: jax.Array
+    policy: jax.Array
+    player: jax.Array
+    length: jax.Array
     tree: Any = None
     tree_valid: Any = None
     root_value: Any = None
@@ -109,7 +110,7 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
     root = fns.root_fn(params, keys[0], state)
     if tree is not None:
         fresh = init_tree(root, c.capacity, graph=c.graph)
-        tree = batch_where(tree_valid, tree, fresh)
+        tree = batch_where(present(tree_valid, "tree_valid"), tree, fresh)
     if fns.policy == "gumbel":
         return gumbel_policy(
             params, keys, root, fns.recurrent_fn, c.num_simulations,
@@ -145,7 +146,7 @@ def record_ply(games: Games, obs: jax.Array, policy: jax.Array, player: jax.Arra
     rows = jnp.arange(b)
     kept = games.root_value
     if kept is not None:
-        kept = kept.at[rows, slot].set(root_value.astype(kept.dtype))
+        kept = kept.at[rows, slot].set(present(root_value, "root_value").astype(kept.dtype))
     return games.replace(obs=games.obs.at[rows, slot].set(obs.astype(games.obs.dtype)),
                          policy=games.policy.at[rows, slot].set(policy),
                          player=games.player.at[rows, slot].set(player.astype(jnp.int32)),

@@ -26,7 +26,6 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,6 +33,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.alphazero import evaluation, networks, selfplay, training
 from jaxpuct.alphazero.buffer import ReplayBuffer, empty_buffer, filled_rows
 from jaxpuct.alphazero.config import SelfPlayConfig
@@ -46,16 +46,16 @@ class NonFiniteError(FloatingPointError):
     """The loss or the parameters became NaN or infinite; nothing was saved."""
 
 
-@chex.dataclass
-class TrainState:
+@mutable_pytree_dataclass
+class TrainState(Replaceable):
     """Everything a run needs to continue exactly (the checkpointed pytree)."""
 
     params: Any
     opt_state: Any
     buffer: ReplayBuffer
     games: selfplay.Games
-    iteration: chex.Array
-    rng: chex.Array
+    iteration: jax.Array
+    rng: jax.Array
 
 
 # The network built only for its structure (graphdef) and the dtype probe: any
@@ -93,7 +93,9 @@ class Trainer:
     and placement, and the iteration loop that drives them; no logic of its own.)
     """
 
-    def __init__(self, config: SelfPlayConfig, devices: Sequence[jax.Device] | None = None):
+    # jax.Device is an alias of a compiled class that pyright reads as a variable.
+    def __init__(self, config: SelfPlayConfig,
+                 devices: Sequence[jax.Device] | None = None):  # pyright: ignore[reportInvalidTypeForm]
         from jaxpuct.envs.pgx_games import make_pgx_game
         self.config, self.game = config, make_pgx_game(config.game)
         self.env = self.game.environment
@@ -131,7 +133,8 @@ class Trainer:
         """A fresh :class:`TrainState` (network, optimiser, empty buffer, new games)."""
         c, game = self.config, self.game
         rng = jax.random.PRNGKey(c.seed) if rng is None else rng
-        rng, model_key, games_key = jax.random.split(rng, 3)
+        keys = jax.random.split(rng, 3)  # indexed: pyright types unpacking as Any
+        rng, model_key, games_key = keys[0], keys[1], keys[2]
         _, params = networks.split(self._model(nnx.Rngs(model_key)))
         probe = jax.random.PRNGKey(_STRUCTURE_KEY)
         obs_dtype = jax.eval_shape(game.env.init, probe).observation.dtype

@@ -148,7 +148,7 @@ def pgx_environment(env: Any, state_hash: Callable[[PgxState], jax.Array] | None
         step=jax.vmap(env.step),
         observe=lambda state: state.observation,
         legal_mask=lambda state: state.legal_action_mask,
-        terminal=lambda state: state.terminated | state.truncated,
+        terminal=lambda state: jnp.logical_or(state.terminated, state.truncated),
         reward=_mover_reward,
         state_hash=state_hash,
     )
@@ -175,7 +175,8 @@ def make_pgx_game(name: str) -> PgxGame:
     # import time: imported inside a jit trace (a game made in a jitted function),
     # they would hold leaked tracers for the rest of the process.
     with jax.ensure_compile_time_eval():
-        env = pgx.make(name)
+        # name is one of PGX_GAMES (checked above), each a pgx EnvId literal.
+        env = pgx.make(name)  # pyright: ignore[reportArgumentType]
     probe = jax.eval_shape(env.init, jax.random.PRNGKey(0))  # shapes only, no compute
     return PgxGame(
         name=name,

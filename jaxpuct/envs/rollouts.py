@@ -199,7 +199,8 @@ def make_recurrent_fn(apply_fn: ApplyFn, env: Environment, *, mix: float = DEFAU
         out, new_state = base(params, rng_key, action, state)
         z = rollout_return(apply_fn, env, params, new_state, rng_key, max_steps=max_steps,
                            rollout_logits=rollout_logits, greedy=greedy, discount=discount)
-        value = jnp.where(out.terminal, out.value, (1.0 - mix) * out.value + mix * z)
+        terminal = False if out.terminal is None else out.terminal
+        value = jnp.where(terminal, out.value, (1.0 - mix) * out.value + mix * z)
         return out.replace(value=value.astype(jnp.float32)), new_state
 
     return recurrent_fn

@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import chex
+import jax
 import jax.numpy as jnp
 from flax import nnx
 
@@ -93,8 +93,8 @@ class MuZeroModel:
         """The network with ``params`` (``nnx.merge``; pure under ``jit``)."""
         return nnx.merge(self.graphdef, params)
 
-    def root(self, params: Any, obs: chex.Array,
-             legal_action_mask: chex.Array | None = None) -> RootFnOutput:
+    def root(self, params: Any, obs: jax.Array,
+             legal_action_mask: jax.Array | None = None) -> RootFnOutput:
         """The search's root of observations ``obs [B, ...]``.
 
         Returns:
@@ -108,8 +108,8 @@ class MuZeroModel:
         return RootFnOutput(prior_logits=logits, value=head_scalar(value, net.config.value),
                             embedding=latent, legal_action_mask=legal_action_mask)
 
-    def recurrent_fn(self, params: Any, rng_key: chex.PRNGKey, action: chex.Array,
-                     embedding: chex.Array) -> tuple[RecurrentFnOutput, chex.Array]:
+    def recurrent_fn(self, params: Any, rng_key: jax.Array, action: jax.Array,
+                     embedding: jax.Array) -> tuple[RecurrentFnOutput, jax.Array]:
         """The search's ``recurrent_fn``: dynamics then prediction on ``action [B]``
         from latents ``embedding [B, ...]``; no legal mask and no terminal flag
         (module docstring)."""

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 
+from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.muzero.targets import UnrollTargets, n_step_values, unroll_targets, window_length
 
 __all__ = ["Batch", "TrajectoryBuffer", "empty_buffer", "filled_rows", "sample",
@@ -40,8 +40,8 @@ _INT32_MAX = 2**31 - 1
 PRIORITY_EPSILON = 1e-6
 
 
-@chex.dataclass
-class TrajectoryBuffer:
+@mutable_pytree_dataclass
+class TrajectoryBuffer(Replaceable):
     """Rows ``[0, min(num_added, N))`` are filled; row ``next_row - 1`` is the newest.
 
     Attributes:
@@ -57,15 +57,15 @@ class TrajectoryBuffer:
       num_added: ``[]`` int32, saturating at ``2**31 - 1``.
     """
 
-    obs: chex.Array
-    action: chex.Array
-    reward: chex.Array
-    policy: chex.Array
-    root_value: chex.Array
-    episode_end: chex.Array
-    priority: chex.Array
-    next_row: chex.Array
-    num_added: chex.Array
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    policy: jax.Array
+    root_value: jax.Array
+    episode_end: jax.Array
+    priority: jax.Array
+    next_row: jax.Array
+    num_added: jax.Array
 
     @property
     def size(self) -> int:
@@ -84,11 +84,12 @@ class Batch(NamedTuple):
       index: ``[B]`` int32 start rows (for :func:`update_priorities`).
     """
 
-    obs: chex.Array
-    actions: chex.Array
+    obs: jax.Array
+    actions: jax.Array
     targets: UnrollTargets
-    weights: chex.Array
-    index: chex.Array
+    weights: jax.Array
+    # Shadows tuple.index on purpose: the name is the sampled rows' index.
+    index: jax.Array  # pyright: ignore[reportIncompatibleMethodOverride]
 
 
 def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: int
@@ -113,15 +114,15 @@ def filled_rows(buffer: TrajectoryBuffer) -> jax.Array:
     return jnp.minimum(buffer.num_added, buffer.size)
 
 
-def last_written(written: chex.Array) -> chex.Array:
+def last_written(written: jax.Array) -> jax.Array:
     """``[B, T]`` bool: the last ``True`` of each row of ``written [B, T]``."""
     later = jnp.cumsum(written[:, ::-1].astype(jnp.int32), axis=-1)[:, ::-1]
     return written & (later == 1)
 
 
-def trajectory_priorities(reward: chex.Array, root_value: chex.Array,
-                          episode_end: chex.Array, written: chex.Array, discount: float,
-                          td_steps: int) -> chex.Array:
+def trajectory_priorities(reward: jax.Array, root_value: jax.Array,
+                          episode_end: jax.Array, written: jax.Array, discount: float,
+                          td_steps: int) -> jax.Array:
     """``[B, T]`` priorities ``|v_t - z_t| + 1e-6`` of trajectories ``[B, T]``
     (module docstring), with the ends as :func:`write_episodes` marks them."""
     end = episode_end.astype(jnp.bool_) | last_written(written)
@@ -129,10 +130,10 @@ def trajectory_priorities(reward: chex.Array, root_value: chex.Array,
     return jnp.abs(root_value - z) + PRIORITY_EPSILON
 
 
-def write_episodes(buffer: TrajectoryBuffer, obs: chex.Array, action: chex.Array,
-                   reward: chex.Array, policy: chex.Array, root_value: chex.Array,
-                   episode_end: chex.Array, written: chex.Array,
-                   priority: chex.Array | None = None) -> TrajectoryBuffer:
+def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
+                   reward: jax.Array, policy: jax.Array, root_value: jax.Array,
+                   episode_end: jax.Array, written: jax.Array,
+                   priority: jax.Array | None = None) -> TrajectoryBuffer:
     """Appends the written steps of ``B`` trajectories, episode after episode.
 
     Args:
@@ -174,14 +175,14 @@ def write_episodes(buffer: TrajectoryBuffer, obs: chex.Array, action: chex.Array
         num_added=jnp.minimum(buffer.num_added, _INT32_MAX - num_new) + num_new)
 
 
-def update_priorities(buffer: TrajectoryBuffer, index: chex.Array,
-                      priority: chex.Array) -> TrajectoryBuffer:
+def update_priorities(buffer: TrajectoryBuffer, index: jax.Array,
+                      priority: jax.Array) -> TrajectoryBuffer:
     """New priorities ``[B]`` at rows ``index [B]`` (e.g. after a training step)."""
     return buffer.replace(priority=buffer.priority.at[index].set(
         jnp.maximum(priority, PRIORITY_EPSILON)))
 
 
-def sample(buffer: TrajectoryBuffer, rng: chex.PRNGKey, batch_size: int, unroll_steps: int,
+def sample(buffer: TrajectoryBuffer, rng: jax.Array, batch_size: int, unroll_steps: int,
            td_steps: int, discount: float, alpha: float = 0.0, beta: float = 1.0) -> Batch:
     """``batch_size`` start rows and the windows of their unrolls.
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,22 +46,22 @@ class Trajectories(NamedTuple):
     ``reward [B, 9]``, ``policy [B, 9, A]``, ``root_value [B, 9]``,
     ``episode_end [B, 9]``, ``written [B, 9]``."""
 
-    obs: chex.Array
-    action: chex.Array
-    reward: chex.Array
-    policy: chex.Array
-    root_value: chex.Array
-    episode_end: chex.Array
-    written: chex.Array
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    policy: jax.Array
+    root_value: jax.Array
+    episode_end: jax.Array
+    written: jax.Array
 
 
-def observe(state: ttt.State) -> chex.Array:
+def observe(state: ttt.State) -> jax.Array:
     """``[B, 18]`` float32: the mover's stones, then the opponent's (two planes)."""
     board = state.board.astype(jnp.float32)
     return jnp.concatenate([board == 1, board == -1], axis=-1).astype(jnp.float32)
 
 
-def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: chex.PRNGKey,
+def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
            state: ttt.State, greedy: bool) -> jaxpuct.PolicyOutput:
     """The configured policy at ``state`` (``greedy``: no noise, argmax move)."""
     root = model.root(params, observe(state), ttt.legal(state))
@@ -79,7 +78,7 @@ def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: chex.PRNG
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
-               key: chex.PRNGKey) -> Trajectories:
+               key: jax.Array) -> Trajectories:
     """``config.batch_size`` games from the empty board to their ends."""
     state = ttt.initial(config.batch_size)
 
@@ -98,7 +97,7 @@ def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _greedy_moves(config: MuZeroConfig, model: MuZeroModel, params: Any,
-                  state: ttt.State) -> tuple[chex.Array, chex.Array]:
+                  state: ttt.State) -> tuple[jax.Array, jax.Array]:
     out = search(config, model, params, jax.random.key(0), state, greedy=True)
     root = model.root(params, observe(state), ttt.legal(state))
     prior_move = jnp.argmax(jnp.where(ttt.legal(state), root.prior_logits, -jnp.inf), -1)
@@ -121,7 +120,7 @@ def evaluate_optimal_moves(config: MuZeroConfig, model: MuZeroModel, params: Any
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def _match(config: MuZeroConfig, model: MuZeroModel, num_games: int, params: Any,
-           key: chex.PRNGKey, minimax: bool) -> chex.Array:
+           key: jax.Array, minimax: bool) -> jax.Array:
     """``[num_games]`` outcome for the agent (+1 win, 0 draw, -1 loss); the agent is
     X in the first half of the games, O in the second."""
     table = jnp.asarray(ttt.optimal_move_table())
@@ -151,7 +150,7 @@ def _match(config: MuZeroConfig, model: MuZeroModel, num_games: int, params: Any
 
 
 def evaluate_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
-                   key: chex.PRNGKey, num_games: int = 256) -> dict[str, float]:
+                   key: jax.Array, num_games: int = 256) -> dict[str, float]:
     """Loss rate against minimax, win and loss rates against a random player."""
     minimax_key, random_key = jax.random.split(key)
     vs_minimax = np.asarray(_match(config, model, num_games, params, minimax_key, True))

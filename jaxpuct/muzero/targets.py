@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import chex
+import jax
 import jax.numpy as jnp
 
 __all__ = ["UnrollTargets", "alive_mask", "n_step_values", "unroll_targets", "window_length"]
@@ -50,10 +50,10 @@ class UnrollTargets(NamedTuple):
         loss is taken there only).
     """
 
-    value: chex.Array
-    reward: chex.Array
-    policy: chex.Array
-    policy_mask: chex.Array
+    value: jax.Array
+    reward: jax.Array
+    policy: jax.Array
+    policy_mask: jax.Array
 
 
 def window_length(unroll_steps: int, td_steps: int) -> int:
@@ -61,7 +61,7 @@ def window_length(unroll_steps: int, td_steps: int) -> int:
     return unroll_steps + td_steps + 1
 
 
-def alive_mask(episode_end: chex.Array, filled: chex.Array) -> chex.Array:
+def alive_mask(episode_end: jax.Array, filled: jax.Array) -> jax.Array:
     """``[B, W]`` bool: window rows that are steps of the start row's episode.
 
     Args:
@@ -75,8 +75,8 @@ def alive_mask(episode_end: chex.Array, filled: chex.Array) -> chex.Array:
     return filled & (ended == 0)
 
 
-def n_step_values(rewards: chex.Array, values: chex.Array, episode_end: chex.Array,
-                  valid: chex.Array, discount: float, td_steps: int) -> chex.Array:
+def n_step_values(rewards: jax.Array, values: jax.Array, episode_end: jax.Array,
+                  valid: jax.Array, discount: float, td_steps: int) -> jax.Array:
     """n-step bootstrapped values at every position of ``[B, L]`` sequences.
 
     ``z_j = sum_{i<n} d**i u_{j+i} + d**n v_{j+n}``, where a term counts only
@@ -115,8 +115,8 @@ def n_step_values(rewards: chex.Array, values: chex.Array, episode_end: chex.Arr
     return jnp.where(valid, total, 0.0)
 
 
-def unroll_targets(rewards: chex.Array, values: chex.Array, policies: chex.Array,
-                   episode_end: chex.Array, filled: chex.Array, discount: float,
+def unroll_targets(rewards: jax.Array, values: jax.Array, policies: jax.Array,
+                   episode_end: jax.Array, filled: jax.Array, discount: float,
                    unroll_steps: int, td_steps: int) -> UnrollTargets:
     """The targets of ``K`` unroll steps from windows of ``W = K + n + 1`` rows.
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -83,18 +82,18 @@ class Predictions(NamedTuple):
         the reward of unroll step ``k``.
     """
 
-    policy_logits: chex.Array
-    value: chex.Array
-    reward: chex.Array
+    policy_logits: jax.Array
+    value: jax.Array
+    reward: jax.Array
 
 
-def scale_gradient(x: chex.Array, scale: float) -> chex.Array:
+def scale_gradient(x: jax.Array, scale: float) -> jax.Array:
     """``x`` in the forward pass, ``scale`` times its gradient in the backward pass
     (the pseudocode's ``scale_gradient``)."""
     return scale * x + (1.0 - scale) * jax.lax.stop_gradient(x)
 
 
-def unroll(net: MuZeroNetwork, obs: chex.Array, actions: chex.Array,
+def unroll(net: MuZeroNetwork, obs: jax.Array, actions: jax.Array,
            dynamics_gradient_scale: float = 0.5) -> Predictions:
     """Predictions of ``K = actions.shape[1]`` unroll steps from ``obs [B, ...]``.
 
@@ -120,7 +119,7 @@ def unroll(net: MuZeroNetwork, obs: chex.Array, actions: chex.Array,
                        reward=jnp.swapaxes(reward, 0, 1))
 
 
-def head_loss(out: chex.Array, target: chex.Array, support: Support | None) -> chex.Array:
+def head_loss(out: jax.Array, target: jax.Array, support: Support | None) -> jax.Array:
     """Per-element loss of a value or reward head: cross-entropy of ``out [..., 2n +
     1]`` logits with the two-hot of ``target [...]``, or ``(out - target)**2`` for a
     scalar head; ``[...]``."""
@@ -131,7 +130,7 @@ def head_loss(out: chex.Array, target: chex.Array, support: Support | None) -> c
 
 
 def unroll_loss(net: MuZeroNetwork, batch: Batch, config: LossConfig
-                ) -> tuple[chex.Array, dict[str, chex.Array]]:
+                ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """``(loss, metrics)`` of a minibatch (module docstring).
 
     Returns:
@@ -168,7 +167,7 @@ def make_optimizer(config: LossConfig) -> optax.GradientTransformation:
 
 def train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
                config: LossConfig, params: Any, opt_state: Any, batch: Batch
-               ) -> tuple[Any, Any, dict[str, chex.Array]]:
+               ) -> tuple[Any, Any, dict[str, jax.Array]]:
     """One optimiser step; ``(params, opt_state, metrics)``. Jit it with
     ``graphdef``, ``optimizer`` and ``config`` static (or closed over)."""
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -45,7 +44,7 @@ __all__ = ["EPSILON", "Support", "h", "h_inverse", "logits_to_scalar", "scalar_t
 EPSILON = 1e-3
 
 
-def h(x: chex.Array, eps: float = EPSILON) -> chex.Array:
+def h(x: jax.Array, eps: float = EPSILON) -> jax.Array:
     """The value transform ``sign(x) (sqrt(|x| + 1) - 1) + eps x``, elementwise.
 
     Args:
@@ -62,7 +61,7 @@ def h(x: chex.Array, eps: float = EPSILON) -> chex.Array:
     return jnp.sign(x) * ax / (jnp.sqrt(ax + 1.0) + 1.0) + eps * x
 
 
-def h_inverse(y: chex.Array, eps: float = EPSILON) -> chex.Array:
+def h_inverse(y: jax.Array, eps: float = EPSILON) -> jax.Array:
     """The exact inverse of :func:`h`, elementwise (module docstring).
 
     Args:
@@ -109,7 +108,7 @@ class Support:
         return jnp.arange(-self.size, self.size + 1, dtype=jnp.float32)
 
 
-def scalar_to_two_hot(x: chex.Array, support: Support) -> chex.Array:
+def scalar_to_two_hot(x: jax.Array, support: Support) -> jax.Array:
     """Two-hot target of ``h(x)`` on the support.
 
     Args:
@@ -133,12 +132,12 @@ def scalar_to_two_hot(x: chex.Array, support: Support) -> chex.Array:
             + upper_weight[..., None] * jax.nn.one_hot(high_index, support.num_atoms))
 
 
-def two_hot_to_scalar(probs: chex.Array, support: Support) -> chex.Array:
+def two_hot_to_scalar(probs: jax.Array, support: Support) -> jax.Array:
     """``h^-1`` of the expectation of ``probs [..., 2n + 1]`` over the atoms -> ``[...]``."""
     return h_inverse(jnp.sum(probs * support.atoms, axis=-1), support.eps)
 
 
-def logits_to_scalar(logits: chex.Array, support: Support) -> chex.Array:
+def logits_to_scalar(logits: jax.Array, support: Support) -> jax.Array:
     """A categorical head's scalar: softmax of ``logits [..., 2n + 1]``, expectation
     over the atoms, ``h^-1``; ``[...]`` float32."""
     if logits.shape[-1] != support.num_atoms:

@@ -5,21 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import chex
+import jax
 import jax.numpy as jnp
 
 from jaxpuct.types import RecurrentFnOutput, RootFnOutput
 
 # ``recurrent_fn(params, rng_key, action [B], embedding) -> (RecurrentFnOutput, embedding)``
-RecurrentFn = Callable[[Any, chex.PRNGKey, chex.Array, Any], tuple[RecurrentFnOutput, Any]]
+RecurrentFn = Callable[[Any, jax.Array, jax.Array, Any], tuple[RecurrentFnOutput, Any]]
 
 # Finite (not -inf) so that softmax, temperature or noise never produce NaN, yet
 # exp(MASKED_LOGIT - max) underflows to exactly 0 in float32.
 MASKED_LOGIT = -1e9
 
 
-def masked_logits(logits: chex.Array, legal: chex.Array) -> chex.Array:
-    """``[B, A]`` logits with illegal entries (``legal [B, A]`` False) set to ``MASKED_LOGIT``."""
+def masked_logits(logits: jax.Array, legal: jax.Array | None) -> jax.Array:
+    """``[B, A]`` logits with illegal entries (``legal [B, A]`` False) set to ``MASKED_LOGIT``;
+    unchanged without a mask (every action legal)."""
+    if legal is None:
+        return logits
     return jnp.where(legal, logits, jnp.asarray(MASKED_LOGIT, logits.dtype))
 
 
@@ -31,7 +34,7 @@ def mask_illegal_logits(recurrent_fn: RecurrentFn) -> RecurrentFn:
     such a search only holds on games where every action is legal.
     """
 
-    def fn(params: Any, rng_key: chex.PRNGKey, action: chex.Array, embedding: Any):
+    def fn(params: Any, rng_key: jax.Array, action: jax.Array, embedding: Any):
         out, new_embedding = recurrent_fn(params, rng_key, action, embedding)
         logits = masked_logits(out.prior_logits, out.legal_action_mask)
         return out.replace(prior_logits=logits), new_embedding

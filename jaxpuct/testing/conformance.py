@@ -304,7 +304,7 @@ def _random_legal_actions(rng: np.random.Generator, legal: np.ndarray | None, ba
     if legal is None:
         return rng.integers(0, actions, batch).astype(np.int32), np.ones(batch, bool)
     scores = np.where(legal, rng.random(legal.shape), -1.0)
-    return np.argmax(scores, axis=1).astype(np.int32), legal.any(axis=1)
+    return np.argmax(scores, axis=1).astype(np.int32), np.asarray(legal.any(axis=1))
 
 
 def _compare(name: str, check: str, expected: np.ndarray, got: np.ndarray, atol: float,
@@ -514,7 +514,7 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
                              np.asarray(leaf_b), atol,
                              f"of batch element {b} at step {step} differs from a call on "
                              "that element alone: the new state leaks across the batch")
-        if child_hash is not None:
+        if child_hash is not None and parent_hash is not None:
             kept = rows[np.all(child_hash[rows] == parent_hash[rows], axis=1)]
             hash_moves, hash_kept = hash_moves + rows.size, hash_kept + kept.size
             if kept.size:

@@ -214,7 +214,7 @@ def board_from_pgx_obs(obs: np.ndarray) -> Board:
         raise ValueError("a cell holds stones of both players")
     bits = [0, 0]
     for c in range(COLUMNS):
-        filled = obs[::-1, c].any(-1)  # bottom row first
+        filled = np.any(obs[::-1, c], axis=-1)  # bottom row first
         height = int(filled.sum())
         if not filled[:height].all():
             raise ValueError(f"column {c} has a stone above an empty cell")
@@ -358,7 +358,7 @@ def _heuristic_move(board: Board, rng: np.random.Generator) -> int:
     """One-ply heuristic: win at once if possible, else block an immediate win of
     the opponent, else a uniform legal move."""
     legal = np.flatnonzero(board.legal())
-    wins = [c for c in legal if board.wins(c)]
+    wins = [int(c) for c in legal if board.wins(int(c))]
     if wins:
         return int(rng.choice(wins))
     mask = board.mask
@@ -468,7 +468,8 @@ def load_or_make_endgame_set(path: str, n: int, min_empty: int = 8, max_empty: i
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}.npz"
     try:
-        np.savez_compressed(tmp, meta=meta, **data)
+        # ``data`` maps array names to arrays; numpy's stub reads ``**`` as its keywords.
+        np.savez_compressed(tmp, meta=meta, **data)  # pyright: ignore[reportArgumentType]
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

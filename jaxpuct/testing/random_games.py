@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import chex
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.testing._common import RecurrentFn
 from jaxpuct.types import RecurrentFnOutput, RootFnOutput
 
@@ -36,8 +37,12 @@ __all__ = [
 ]
 
 
-@chex.dataclass(frozen=True)
-class RandomGame:
+# The games are built and padded in NumPy, and searched as JAX arrays.
+GameArray = jax.Array | np.ndarray
+
+
+@pytree_dataclass
+class RandomGame(Replaceable):
     """A finite game as arrays (a tree, or a DAG when nodes are merged); root = node 0.
 
     Node ids are topologically sorted: every child id is larger than its parent's.
@@ -57,13 +62,13 @@ class RandomGame:
       depth: ``[N]`` int32 distance from the root (the shortest one in a DAG).
     """
 
-    children: chex.Array
-    reward: chex.Array
-    discount: chex.Array
-    terminal: chex.Array
-    value: chex.Array
-    prior_logits: chex.Array
-    depth: chex.Array
+    children: GameArray
+    reward: GameArray
+    discount: GameArray
+    terminal: GameArray
+    value: GameArray
+    prior_logits: GameArray
+    depth: GameArray
 
     @property
     def num_nodes(self) -> int:
@@ -222,7 +227,7 @@ def pad_game(game: RandomGame, num_nodes: int) -> RandomGame:
     if extra < 0:
         raise ValueError(f"game has {game.num_nodes} nodes > {num_nodes}")
 
-    def pad(x: np.ndarray, fill: Any) -> np.ndarray:
+    def pad(x: GameArray, fill: Any) -> np.ndarray:
         x = np.asarray(x)
         return np.concatenate([x, np.full((extra,) + x.shape[1:], fill, x.dtype)])
 
@@ -256,14 +261,14 @@ def stack_games(games: Sequence[RandomGame]) -> tuple[RandomGame, np.ndarray]:
     return forest, roots
 
 
-def node_hash(node: chex.Array) -> chex.Array:
+def node_hash(node: jax.Array) -> jax.Array:
     """``[B, 2]`` uint32 hash of node ids ``[B]``: exact, so transpositions are exactly
     the merged nodes (the dead state -1 maps to ``[2**32 - 1, 1]``)."""
     node = jnp.asarray(node, jnp.int32)
     return jnp.stack([node.astype(jnp.uint32), (node < 0).astype(jnp.uint32)], axis=-1)
 
 
-def root(game: RandomGame, roots: int | chex.Array,
+def root(game: RandomGame, roots: int | jax.Array,
                      *, with_hash: bool = False) -> RootFnOutput:
     """Root of a search in ``game``.
 
@@ -290,8 +295,8 @@ def root(game: RandomGame, roots: int | chex.Array,
     )
 
 
-def step(game: RandomGame, node: chex.Array, action: chex.Array
-                     ) -> tuple[chex.Array, chex.Array, chex.Array, chex.Array]:
+def step(game: RandomGame, node: jax.Array, action: jax.Array
+                     ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Plays ``action [B]`` at ``node [B]``.
 
     Returns ``(child [B], reward [B], discount [B], terminal [B])``. An illegal action
@@ -322,8 +327,8 @@ def make_recurrent_fn(*, with_hash: bool = False) -> RecurrentFn:
     discount (see :func:`step`).
     """
 
-    def recurrent_fn(params: RandomGame, rng_key: chex.PRNGKey, action: chex.Array,
-                     embedding: chex.Array) -> tuple[RecurrentFnOutput, chex.Array]:
+    def recurrent_fn(params: RandomGame, rng_key: jax.Array, action: jax.Array,
+                     embedding: jax.Array) -> tuple[RecurrentFnOutput, jax.Array]:
         del rng_key
         child, reward, discount, terminal = step(params, embedding, action)
         safe = jnp.maximum(child, 0)

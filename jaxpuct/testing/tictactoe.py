@@ -37,10 +37,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import chex
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.testing._common import RecurrentFn
 from jaxpuct.types import RecurrentFnOutput, RootFnOutput
 
@@ -219,8 +220,8 @@ def optimal_move_table() -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 
-@chex.dataclass(frozen=True)
-class State:
+@pytree_dataclass
+class State(Replaceable):
     """A batch of tic-tac-toe states (the search's embedding).
 
     Attributes:
@@ -233,9 +234,9 @@ class State:
         move).
     """
 
-    board: chex.Array
-    player: chex.Array
-    terminal: chex.Array
+    board: jax.Array
+    player: jax.Array
+    terminal: jax.Array
 
 
 def initial(batch_size: int) -> State:
@@ -265,17 +266,17 @@ def unbatch(state: State) -> list[Position]:
     return [tuple(int(c) for c in row) for row in absolute]
 
 
-def legal(state: State) -> chex.Array:
+def legal(state: State) -> jax.Array:
     """``[B, 9]`` bool: empty cells, none at a terminal state."""
     return (state.board == 0) & ~state.terminal[:, None]
 
 
-def _has_line(board: chex.Array) -> chex.Array:
+def _has_line(board: jax.Array) -> jax.Array:
     """``[B]`` bool: the stones marked +1 in ``board [B, 9]`` contain a line."""
     return jnp.any(jnp.all(board[:, LINES] == 1, axis=-1), axis=-1)
 
 
-def step(state: State, action: chex.Array) -> tuple[State, chex.Array, chex.Array]:
+def step(state: State, action: jax.Array) -> tuple[State, jax.Array, jax.Array]:
     """Plays ``action [B]`` int32 for the player to move.
 
     Returns:
@@ -301,14 +302,14 @@ def step(state: State, action: chex.Array) -> tuple[State, chex.Array, chex.Arra
     return new_state, reward, terminal
 
 
-def codes(state: State) -> chex.Array:
+def codes(state: State) -> jax.Array:
     """``[B]`` int32 :func:`code` of each absolute board."""
     absolute = state.board.astype(jnp.int32) * state.player.astype(jnp.int32)[:, None]
     digits = jnp.where(absolute == -1, 2, absolute)
     return digits @ jnp.asarray(_BASE3, jnp.int32)
 
 
-def state_hash(state: State) -> chex.Array:
+def state_hash(state: State) -> jax.Array:
     """``[B, 2]`` uint32 state hash for graph search: exact, so collision-free.
 
     Word 0 is the board's :func:`code`; word 1 holds the player to move (bit 0) and
@@ -318,7 +319,7 @@ def state_hash(state: State) -> chex.Array:
     return jnp.stack([codes(state).astype(jnp.uint32), word1], axis=-1)
 
 
-def _value(state: State, exact_value: bool) -> chex.Array:
+def _value(state: State, exact_value: bool) -> jax.Array:
     """``[B]`` float32 leaf value: 0, or the exact minimax value; 0 when terminal."""
     if not exact_value:
         return jnp.zeros(state.board.shape[:1], jnp.float32)
@@ -352,7 +353,7 @@ def make_recurrent_fn(*, exact_value: bool = False, with_hash: bool = False) -> 
     state and, with ``with_hash``, its :func:`state_hash`.
     """
 
-    def recurrent_fn(params: Any, rng_key: chex.PRNGKey, action: chex.Array,
+    def recurrent_fn(params: Any, rng_key: jax.Array, action: jax.Array,
                      embedding: State) -> tuple[RecurrentFnOutput, State]:
         del params, rng_key
         new_state, reward, terminal = step(embedding, action)
