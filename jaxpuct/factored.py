@@ -28,18 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import chex
 import jax
 import jax.numpy as jnp
 
 
-def _log1mexp(x: chex.Array) -> chex.Array:
+def _log1mexp(x: jax.Array) -> jax.Array:
     """``log(1 - exp(x))`` for ``x <= 0``, stable at both ends (Mächler 2012)."""
     return jnp.where(x > -0.6931472, jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
 
 
-def truncated_gumbel(location_max: chex.Array, perturbed: chex.Array,
-                     target: chex.Array) -> chex.Array:
+def truncated_gumbel(location_max: jax.Array, perturbed: jax.Array,
+                     target: jax.Array) -> jax.Array:
     """Gumbels ``perturbed [..., n]`` (with their own locations) conditioned on
     their maximum being ``target [..., 1]`` (Kool et al. 2019, appendix B: the
     numerically stable form).
@@ -63,8 +62,8 @@ def truncated_gumbel(location_max: chex.Array, perturbed: chex.Array,
     return jnp.where(ok, value, -jnp.inf)
 
 
-def stochastic_beam_top_k(keys: chex.Array, factor_log_probs: Sequence[chex.Array],
-                          num_beams: int) -> tuple[chex.Array, chex.Array, chex.Array]:
+def stochastic_beam_top_k(keys: jax.Array, factor_log_probs: Sequence[jax.Array],
+                          num_beams: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The ``num_beams`` largest ``log π(a) + g(a)`` over the joint actions of a
     factored policy, by stochastic beam search (module docstring).
 

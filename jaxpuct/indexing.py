@@ -18,14 +18,14 @@ past the end.
 
 from __future__ import annotations
 
-import chex
+import jax
 import jax.numpy as jnp
 from jax import lax
 
 __all__ = ["row_add", "row_set", "row_take"]
 
 
-def _index_matrix(index: tuple[chex.Array, ...]) -> chex.Array:
+def _index_matrix(index: tuple[jax.Array, ...]) -> jax.Array:
     """``[*I, k]`` int32 from ``k`` index arrays of one shape ``I``."""
     shape = jnp.shape(index[0])
     for i in index[1:]:
@@ -35,7 +35,7 @@ def _index_matrix(index: tuple[chex.Array, ...]) -> chex.Array:
     return jnp.stack([jnp.asarray(i, jnp.int32) for i in index], axis=-1)
 
 
-def row_take(array: chex.Array, *index: chex.Array, tree_axis: int = 0) -> chex.Array:
+def row_take(array: jax.Array, *index: jax.Array, tree_axis: int = 0) -> jax.Array:
     """``array[b, i1[b, ...], ..., ik[b, ...]]`` for every tree ``b``.
 
     Args:
@@ -61,8 +61,8 @@ def row_take(array: chex.Array, *index: chex.Array, tree_axis: int = 0) -> chex.
                       mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
-def _scatter(array: chex.Array, index: tuple[chex.Array, ...], update, op,
-             tree_axis: int) -> chex.Array:
+def _scatter(array: jax.Array, index: tuple[jax.Array, ...], update, op,
+             tree_axis: int) -> jax.Array:
     k = len(index)
     indices = _index_matrix(index)
     batch_rank = indices.ndim - 1
@@ -78,8 +78,8 @@ def _scatter(array: chex.Array, index: tuple[chex.Array, ...], update, op,
     return op(array, indices, update, numbers, mode=lax.GatherScatterMode.FILL_OR_DROP)
 
 
-def row_set(array: chex.Array, index: chex.Array | tuple[chex.Array, ...],
-            update, *, tree_axis: int = 0) -> chex.Array:
+def row_set(array: jax.Array, index: jax.Array | tuple[jax.Array, ...],
+            update, *, tree_axis: int = 0) -> jax.Array:
     """``array`` with ``array[b, index[b]] = update[b]`` for every tree ``b``.
 
     Args:
@@ -97,8 +97,8 @@ def row_set(array: chex.Array, index: chex.Array | tuple[chex.Array, ...],
     return _scatter(array, index, update, lax.scatter, tree_axis)
 
 
-def row_add(array: chex.Array, index: chex.Array | tuple[chex.Array, ...],
-            update, *, tree_axis: int = 0) -> chex.Array:
+def row_add(array: jax.Array, index: jax.Array | tuple[jax.Array, ...],
+            update, *, tree_axis: int = 0) -> jax.Array:
     """``array`` with ``update[b]`` added at ``array[b, index[b]]``; as :func:`row_set`,
     but equal indices of one tree add up."""
     index = index if isinstance(index, tuple) else (index,)

@@ -208,7 +208,7 @@ def gumbel_top_k(log_prior: jax.Array, gumbel: jax.Array, num_samples: int
     return actions, valid, jnp.where(valid, log_q, 0.0)
 
 
-def log_inclusion(log_prior: chex.Array, kappa: chex.Array) -> chex.Array:
+def log_inclusion(log_prior: jax.Array, kappa: jax.Array) -> jax.Array:
     """``log q = log(1 - exp(-exp(log π - κ)))`` of ``log_prior [M, K]`` given the
     threshold ``kappa [M]`` (module docstring)."""
     z = log_prior - kappa[:, None]
@@ -316,7 +316,7 @@ class FactoredActions:
     def continuous(self) -> bool:
         return False
 
-    def decode(self, ids: chex.Array) -> chex.Array:
+    def decode(self, ids: jax.Array) -> jax.Array:
         """Joint ids ``[...]`` -> factor values ``[..., F]`` int32."""
         values, rest = [], jnp.asarray(ids, jnp.int32)
         for n in reversed(self.factor_sizes):
@@ -324,14 +324,14 @@ class FactoredActions:
             rest = rest // n
         return jnp.stack(values[::-1], axis=-1)
 
-    def encode(self, values: chex.Array) -> chex.Array:
+    def encode(self, values: jax.Array) -> jax.Array:
         """Factor values ``[..., F]`` -> joint ids ``[...]`` int32."""
         ids = jnp.zeros(values.shape[:-1], jnp.int32)
         for f, n in enumerate(self.factor_sizes):
             ids = ids * n + values[..., f].astype(jnp.int32)
         return ids
 
-    def joint_mask(self, mask: chex.Array, ids: chex.Array) -> chex.Array:
+    def joint_mask(self, mask: jax.Array, ids: jax.Array) -> jax.Array:
         """``[M, K]`` whether any factor value of the joint ``ids [M, K]`` is set in
         the factor-value mask ``mask [M, Σ n_f]``."""
         offsets = jnp.cumsum(jnp.array((0,) + self.factor_sizes[:-1]))
@@ -339,7 +339,7 @@ class FactoredActions:
         hit = jnp.take_along_axis(mask, columns.reshape(ids.shape[0], -1), axis=-1)
         return jnp.any(hit.reshape(columns.shape), axis=-1)
 
-    def sample(self, keys: chex.Array, logits: chex.Array, legal: chex.Array,
+    def sample(self, keys: jax.Array, logits: jax.Array, legal: jax.Array,
                num_samples: int, correction: str) -> Samples:
         """``K`` distinct joint actions per row from the factor logits ``[M, Σ n_f]``
         and their mask, one row per key of ``keys [M]``."""
@@ -440,10 +440,10 @@ ActionSpace = DiscreteActions | FactoredActions | GaussianActions
 
 def _draw(space: ActionSpace, keys: jax.Array, logits: jax.Array, legal: jax.Array | None,
           layout: SampledLayout) -> Samples:
-    if isinstance(space, DiscreteActions):
-        # Discrete draws always get a mask (the root's, or the new node's).
-        legal = present(legal, "the legal mask of discrete actions")
+    if isinstance(space, GaussianActions):
         return space.sample(keys, logits, legal, layout.num_samples, layout.prior_correction)
+    # Discrete draws always get a mask (the root's, or the new node's).
+    legal = present(legal, "the legal mask of discrete actions")
     return space.sample(keys, logits, legal, layout.num_samples, layout.prior_correction)
 
 

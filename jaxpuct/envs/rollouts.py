@@ -33,6 +33,7 @@ import jax.numpy as jnp
 
 from jaxpuct.envs import adapter
 from jaxpuct.envs.adapter import ApplyFn, Environment, mask_logits
+from jaxpuct.tree import present
 
 __all__ = ["DEFAULT_MIX", "make_recurrent_fn", "rollout_return"]
 
@@ -63,7 +64,7 @@ def _uniforms(rng_key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     deterministic for a key on one backend, not across backends.
     """
     bits = (jax.random.key_data(rng_key)
-            if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key) else rng_key)
+            if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key) else rng_key)
     bits = bits.astype(jnp.uint32).reshape(-1)[:2]
     # The "rbg" key holds four words: the key's two and a fixed mix of them.
     rbg_key = jax.random.wrap_key_data(
@@ -139,7 +140,8 @@ def rollout_return(apply_fn: ApplyFn, env: Environment, params: Any, state: Stat
         if greedy:
             action = jnp.argmax(policy_logits(c.state, legal), axis=-1)
         else:
-            action = sample(c.state, legal, uniforms[jnp.minimum(c.t, max_steps - 1)])
+            draws = present(uniforms, "the rollout's uniforms")
+            action = sample(c.state, legal, draws[jnp.minimum(c.t, max_steps - 1)])
         action = action.astype(jnp.int32)
         new_state = env.step(c.state, action)
         reward = env.reward(c.state, new_state).astype(jnp.float32)

@@ -41,6 +41,7 @@ import math
 from typing import NamedTuple
 
 import chex
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -59,10 +60,10 @@ class GameTables(NamedTuple):
       replies: ``[A, R]`` the reward of reply ``b`` there (0 where terminal).
     """
 
-    reward: chex.Array
-    second: chex.Array
-    value: chex.Array
-    replies: chex.Array
+    reward: jax.Array
+    second: jax.Array
+    value: jax.Array
+    replies: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,9 +148,9 @@ class TwoLevelGame:
                                                           (batch_size, self.num_actions)),
                             value=jnp.zeros((batch_size,)), embedding=(zeros, zeros))
 
-    def recurrent_fn(self, params: GameTables, rng_key: chex.PRNGKey, action: chex.Array,
-                     embedding: tuple[chex.Array, chex.Array]
-                     ) -> tuple[RecurrentFnOutput, tuple[chex.Array, chex.Array]]:
+    def recurrent_fn(self, params: GameTables, rng_key: chex.PRNGKey, action: jax.Array,
+                     embedding: tuple[jax.Array, jax.Array]
+                     ) -> tuple[RecurrentFnOutput, tuple[jax.Array, jax.Array]]:
         """``params`` is :meth:`tables`; ``action [B]`` int32 ids."""
         del rng_key
         level, first = embedding
