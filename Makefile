@@ -4,9 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+LOWEST_VENV := .venv-lowest
+LOWEST_STAMP := $(LOWEST_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: demo test bench lint docs venv clean
-.PHONY: typecheck test-lowest
+.PHONY: typecheck test-lowest suite
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,11 +22,18 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m examples.demo
 
-# Lint first: CI runs `make test`, so style problems fail CI too. Two pytest workers,
-# one test file each at a time (module-level jitted helpers stay shared): the suite is
-# dominated by XLA compiles, which use one core each.
+# Lint first: CI runs `make test`, so style problems fail CI too. Then the site, the
+# type check, the lowest-versions tests and the suite run side by side (each is one
+# process, or two for the suite, mostly on one core: run one after another they left
+# a core idle for two minutes); their outputs are printed whole, one after another.
+# Two pytest workers, one test file each at a time (module-level jitted helpers stay
+# shared): the suite is dominated by XLA compiles, which use one core each.
 TEST_WORKERS ?= 2
-test: lint docs typecheck test-lowest
+test: lint $(LOWEST_STAMP)
+	$(MAKE) --no-print-directory -j4 --output-sync=target docs typecheck test-lowest suite
+
+# After the site: tests/test_docs_site.py opens the built site/.
+suite: $(STAMP) docs
 	$(PY) -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
@@ -36,7 +45,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check jaxpuct tests examples benchmarks
+	$(VENV)/bin/ruff check jaxpuct tests examples benchmarks tools
 
 # pyright over jaxpuct/: the settings and the strict modules are [tool.pyright] in
 # pyproject.toml.
@@ -48,9 +57,7 @@ typecheck: $(STAMP)
 # venv made by uv and rebuilt only when pyproject.toml changes. jaxpuct is not installed
 # there: tests/conftest.py puts the checkout first on sys.path. A few core tests, chosen
 # to cover each search mode with an oracle at about a minute of CPU time (README).
-LOWEST_VENV := .venv-lowest
-LOWEST_STAMP := $(LOWEST_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
-LOWEST_TESTS := tests/test_selection.py \
+LOWEST_TESTS := tests/test_selection.py tests/test_indexing.py \
 	tests/test_search.py::test_tree_invariants \
 	tests/test_search.py::test_batch_equals_each_element_alone \
 	tests/test_search.py::test_root_value_converges_to_backward_induction \

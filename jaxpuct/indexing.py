@@ -25,14 +25,33 @@ from jax import lax
 __all__ = ["row_add", "row_set", "row_take"]
 
 
-def _index_matrix(index: tuple[jax.Array, ...]) -> jax.Array:
-    """``[*I, k]`` int32 from ``k`` index arrays of one shape ``I``."""
+# Batching dimensions of gather/scatter came with jax 0.4.31. On older versions the
+# tree index is written out as an explicit iota column (one more operation).
+_BATCHING_DIMS = "operand_batching_dims" in lax.GatherDimensionNumbers._fields
+
+
+def _index_matrix(index: tuple[jax.Array, ...], tree_axis: int) -> jax.Array:
+    """``[*I, k]`` int32 from ``k`` index arrays of one shape ``I`` (``[*I, k + 1]``,
+    the tree index first, where gathers have no batching dimensions)."""
     shape = jnp.shape(index[0])
     for i in index[1:]:
         if jnp.shape(i) != shape:
             shapes = [jnp.shape(j) for j in index]
             raise ValueError(f"index arrays must share one shape; got {shapes}")
-    return jnp.stack([jnp.asarray(i, jnp.int32) for i in index], axis=-1)
+    columns = [jnp.asarray(i, jnp.int32) for i in index]
+    if not _BATCHING_DIMS:
+        columns.insert(0, lax.broadcasted_iota(jnp.int32, shape, tree_axis))
+    return jnp.stack(columns, axis=-1)
+
+
+def _batching(operand_key: str, indices_key: str, tree_axis: int) -> dict:
+    """The dimension numbers' batching fields, or none on old jax."""
+    return {operand_key: (0,), indices_key: (tree_axis,)} if _BATCHING_DIMS else {}
+
+
+def _indexed_dims(k: int) -> tuple[int, ...]:
+    """The operand dimensions the index columns address."""
+    return tuple(range(1, 1 + k)) if _BATCHING_DIMS else tuple(range(0, 1 + k))
 
 
 def row_take(array: jax.Array, *index: jax.Array, tree_axis: int = 0) -> jax.Array:
@@ -48,15 +67,14 @@ def row_take(array: jax.Array, *index: jax.Array, tree_axis: int = 0) -> jax.Arr
       ``[*I, *T]``. An index outside ``[0, N)`` reads the nearest entry.
     """
     k = len(index)
-    indices = _index_matrix(index)
+    indices = _index_matrix(index, tree_axis)
     batch_rank = indices.ndim - 1  # len(I)
     trailing = array.shape[1 + k:]
     numbers = lax.GatherDimensionNumbers(
         offset_dims=tuple(range(batch_rank, batch_rank + len(trailing))),
-        collapsed_slice_dims=tuple(range(1, 1 + k)),
-        start_index_map=tuple(range(1, 1 + k)),
-        operand_batching_dims=(0,),
-        start_indices_batching_dims=(tree_axis,))
+        collapsed_slice_dims=_indexed_dims(k),
+        start_index_map=_indexed_dims(k),
+        **_batching("operand_batching_dims", "start_indices_batching_dims", tree_axis))
     return lax.gather(array, indices, numbers, slice_sizes=(1,) * (1 + k) + trailing,
                       mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
@@ -64,17 +82,16 @@ def row_take(array: jax.Array, *index: jax.Array, tree_axis: int = 0) -> jax.Arr
 def _scatter(array: jax.Array, index: tuple[jax.Array, ...], update, op,
              tree_axis: int) -> jax.Array:
     k = len(index)
-    indices = _index_matrix(index)
+    indices = _index_matrix(index, tree_axis)
     batch_rank = indices.ndim - 1
     trailing = array.shape[1 + k:]
     update = jnp.broadcast_to(jnp.asarray(update, array.dtype),
                               indices.shape[:-1] + trailing)
     numbers = lax.ScatterDimensionNumbers(
         update_window_dims=tuple(range(batch_rank, batch_rank + len(trailing))),
-        inserted_window_dims=tuple(range(1, 1 + k)),
-        scatter_dims_to_operand_dims=tuple(range(1, 1 + k)),
-        operand_batching_dims=(0,),
-        scatter_indices_batching_dims=(tree_axis,))
+        inserted_window_dims=_indexed_dims(k),
+        scatter_dims_to_operand_dims=_indexed_dims(k),
+        **_batching("operand_batching_dims", "scatter_indices_batching_dims", tree_axis))
     return op(array, indices, update, numbers, mode=lax.GatherScatterMode.FILL_OR_DROP)
 
 
