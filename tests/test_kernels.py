@@ -15,7 +15,7 @@ from jaxpuct.testing import synthetic
 # change that adds kernels fails here: look at ``python -m benchmarks.kernels``
 # and, if the cost is worth it, record the new number and say so in the commit.
 # Fewer is welcome: lower the number.
-RECORDED_DEPTH_KERNELS = 74
+RECORDED_DEPTH_KERNELS = 68  # 74 before tree reads and writes became single gathers
 RECORDED_DEPTH_LOOPS = 2
 
 # Two nested loops: a fori loop of 8 iterations around a while loop of unknown
