@@ -30,23 +30,13 @@ beam search, nothing of size ``A``). The same policy in all three.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import jax
 
 import jaxpuct
+from benchmarks.timing import median_seconds
 from jaxpuct.sampled import FactoredActions, sampled_policy
 from jaxpuct.testing.synthetic import factored_synthetic_game, synthetic_game
-
-
-def _time(fn, *args, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(batch: int, num_simulations: int, num_samples: int, num_actions: int,
@@ -66,7 +56,7 @@ def measure(batch: int, num_simulations: int, num_samples: int, num_actions: int
     for name, fn in policies.items():
         tree = jax.block_until_ready(fn(key)).search_tree
         per_node = sum(tree.bytes_per_node().values())
-        out[name] = (per_node, _time(fn, key, reps=reps) / num_simulations)
+        out[name] = (per_node, median_seconds(fn, key, reps=reps) / num_simulations)
         del tree
     return out
 
@@ -101,7 +91,7 @@ def measure_factored(batch: int, num_simulations: int, num_samples: int, num_fac
     for name, fn in policies.items():
         tree = jax.block_until_ready(fn(key)).search_tree
         out[name] = (sum(tree.bytes_per_node().values()),
-                     _time(fn, key, reps=reps) / num_simulations)
+                     median_seconds(fn, key, reps=reps) / num_simulations)
         del tree
     return out
 

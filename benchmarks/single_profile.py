@@ -37,13 +37,12 @@ import argparse
 import collections
 import os
 import re
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 
 import jaxpuct
+from benchmarks.timing import median_seconds
 from jaxpuct import engine
 from jaxpuct.expanders import RecurrentExpander, evaluate_walks
 from jaxpuct.selection import PUCTConfig, puct_rule
@@ -109,16 +108,6 @@ def loop_kernels(hlo: str) -> list[tuple[int, str, collections.Counter]]:
     return out
 
 
-def _median_call(fn, args, reps):
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def profile_game(game: str, sims: int, reps: int, repeats: int) -> None:
     from jaxpuct.alphazero.config import MAX_MOVES
     from jaxpuct.envs import adapter, rollouts
@@ -149,8 +138,8 @@ def profile_game(game: str, sims: int, reps: int, repeats: int) -> None:
     counts = {}
     for value, fn in (("zero", search_zero), ("rollout", search_roll)):
         counts[value] = loop_kernels(fn.lower(key).compile().as_text())
-    whole = {"zero": _median_call(search_zero, (key,), reps) / sims,
-             "rollout": _median_call(search_roll, (key,), reps) / sims}
+    whole = {"zero": median_seconds(search_zero, key, reps=reps, warm=True) / sims,
+             "rollout": median_seconds(search_roll, key, reps=reps, warm=True) / sims}
     tree = search_zero(key)
     depth_limit = capacity
 
@@ -208,12 +197,13 @@ def profile_game(game: str, sims: int, reps: int, repeats: int) -> None:
         return jax.lax.fori_loop(0, repeats, body, tree).node_visits
 
     phases = {}
-    phases["walk"] = _median_call(walk_loop, (tree,), reps) / repeats
+    phases["walk"] = median_seconds(walk_loop, tree, reps=reps, warm=True) / repeats
     depth = float(walk_loop(tree)[0]) / repeats
-    phases["expand"] = _median_call(expand_loop, (tree, walk0), reps) / repeats
+    phases["expand"] = median_seconds(expand_loop, tree, walk0, reps=reps, warm=True) / repeats
     leaf_state = jax.tree.map(lambda x: x[0], leaves.embedding)
-    phases["rollout"] = _median_call(rollout_loop, (leaf_state,), reps) / repeats
-    phases["store + backup"] = _median_call(backup_loop, (tree, walk0, leaves), reps) / repeats
+    phases["rollout"] = median_seconds(rollout_loop, leaf_state, reps=reps, warm=True) / repeats
+    phases["store + backup"] = median_seconds(backup_loop, tree, walk0, leaves, reps=reps,
+                                              warm=True) / repeats
     print(f"\n### {game}, B = 1, S = {sims} (load average {os.getloadavg()[0]:.1f})\n")
     print("Kernels in the compiled search (per loop body; nesting 0 = the whole module):\n")
     for value, rows in counts.items():

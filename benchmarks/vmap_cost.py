@@ -20,13 +20,12 @@ the search is written for.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import jax
 import numpy as np
 
 import jaxpuct
+from benchmarks.timing import median_seconds
 from jaxpuct.testing.synthetic import synthetic_game
 
 
@@ -36,15 +35,6 @@ def _policy(num_simulations: int, recurrent_fn):
             None, key, root, recurrent_fn, num_simulations, dirichlet_fraction=0.0,
             temperature=0.0)
     return policy
-
-
-def _time(fn, *args, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(groups: int, batch: int, num_simulations: int, num_actions: int,
@@ -60,8 +50,8 @@ def measure(groups: int, batch: int, num_simulations: int, num_actions: int,
     a = flat(root, keys).search_tree.summary().visit_counts
     b = grouped(*split).search_tree.summary().visit_counts
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b).reshape(a.shape))
-    flat_s = _time(flat, root, keys, reps=reps)
-    vmap_s = _time(grouped, *split, reps=reps)
+    flat_s = median_seconds(flat, root, keys, reps=reps)
+    vmap_s = median_seconds(grouped, *split, reps=reps)
     return {"flat_s": flat_s, "vmap_s": vmap_s, "ratio": vmap_s / flat_s}
 
 
