@@ -235,9 +235,21 @@ def tree_depths(tree: Any) -> tuple[int, float]:
 # --------------------------------------------------------------------------- searches
 
 
-def _mctx_root(root: Any) -> mctx.RootFnOutput:
+def mctx_root(root: Any) -> mctx.RootFnOutput:
+    """``root`` (a ``jaxpuct.RootFnOutput``) as an ``mctx.RootFnOutput``."""
     return mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
                              embedding=root.embedding)
+
+
+def mctx_recurrent_fn(recurrent_fn: Callable) -> Callable:
+    """A jaxpuct ``recurrent_fn`` as one that returns an ``mctx.RecurrentFnOutput``."""
+
+    def wrapped(params, rng_key, action, state):
+        out, new_state = recurrent_fn(params, rng_key, action, state)
+        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
+                                      prior_logits=out.prior_logits, value=out.value), new_state
+
+    return wrapped
 
 
 def search_impls(recurrent_fn: Callable, root: Any, params: Any, num_simulations: int,
@@ -269,7 +281,7 @@ def search_impls(recurrent_fn: Callable, root: Any, params: Any, num_simulations
         Impl(JAXPUCT_DEFAULT, jaxpuct_search(jaxpuct.PUCTConfig()), (params, key, root)),
     ]
     if not cfg.max_mctx_sims or num_simulations <= cfg.max_mctx_sims:
-        impls.append(Impl(MCTX, mctx_search, (params, key, _mctx_root(root),
+        impls.append(Impl(MCTX, mctx_search, (params, key, mctx_root(root),
                                               invalid_actions)))
     return impls
 
@@ -292,13 +304,7 @@ def synthetic_game(batch_size: int, num_actions: int, logit_scale: float,
       ``(root, recurrent_fn)``.
     """
     root, game_fn = synthetic.synthetic_game(batch_size, num_actions, logit_scale, value_scale)
-
-    def recurrent_fn(params, rng_key, action, ids):
-        out, new = game_fn(params, rng_key, action, ids)
-        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
-                                      prior_logits=out.prior_logits, value=out.value), new
-
-    return root, recurrent_fn
+    return root, mctx_recurrent_fn(game_fn)
 
 
 # --------------------------------------------------------------------------- results
@@ -519,11 +525,6 @@ def _network_case(game: Any, batch: int, sims: int, net_kwargs: dict[str, int],
     root_fn = adapters.make_root_fn(apply_fn, env)
     recurrent_fn = adapters.make_recurrent_fn(apply_fn, env)
 
-    def mctx_recurrent_fn(params, rng_key, action, state):
-        out, state = recurrent_fn(params, rng_key, action, state)
-        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
-                                      prior_logits=out.prior_logits, value=out.value), state
-
     @jax.jit
     def roots(params, key):
         keys = jax.random.split(key, 5)
@@ -556,7 +557,7 @@ def _network_case(game: Any, batch: int, sims: int, net_kwargs: dict[str, int],
           flush=True)
     impls = search_impls(recurrent_fn, root, params, sims, cfg,
                          invalid_actions=~root.legal_action_mask,
-                         mctx_recurrent_fn=mctx_recurrent_fn)
+                         mctx_recurrent_fn=mctx_recurrent_fn(recurrent_fn))
     impls += [Impl(NETWORK_ONLY, network_only, (params, root.embedding.observation)),
               Impl(ENV_NETWORK, recurrent_only, (params, root.embedding))]
     timings = compare(impls, cfg)
@@ -680,7 +681,7 @@ def gumbel_deep_trees(cfg: Config) -> WorkloadResult:
     for batch, sims in cases:
         print(f"  case B={batch} S={sims} A={num_actions} gumbel, m={considered}", flush=True)
         root, recurrent_fn = synthetic_game(batch, num_actions, logit_scale, value_scale)
-        mroot = _mctx_root(root)
+        mroot = mctx_root(root)
         gumbel = jax.random.gumbel(jax.random.split(key)[1], (batch, num_actions))
 
         def ours(params, rng_key, root, gumbel, sims=sims, recurrent_fn=recurrent_fn):
@@ -755,7 +756,7 @@ def stochastic_chance_nodes(cfg: Config) -> WorkloadResult:
             return mctx.stochastic_muzero_policy(params, rng_key, root, decision_fn,
                                                  chance_fn, sims, dirichlet_fraction=0.0)
 
-        mroot = _mctx_root(root)
+        mroot = mctx_root(root)
         timings = compare([Impl("jaxpuct/stochastic", ours, (None, key, mroot)),
                            Impl("mctx/stochastic", theirs, (None, key, mroot))], cfg,
                           keep_output=False)

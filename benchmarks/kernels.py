@@ -385,17 +385,12 @@ def searches(batch: int, num_actions: int, sims: int) -> dict[str, tuple[Callabl
     import mctx
 
     import jaxpuct
+    from benchmarks.compare_mctx import mctx_recurrent_fn, mctx_root
     from jaxpuct.testing import stochastic_games, synthetic
 
     root, game_fn = synthetic.synthetic_game(batch, num_actions)
-
-    def recurrent_fn(params, rng_key, action, ids):
-        out, new = game_fn(params, rng_key, action, ids)
-        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
-                                      prior_logits=out.prior_logits, value=out.value), new
-
-    mroot = mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
-                              embedding=root.embedding)
+    recurrent_fn = mctx_recurrent_fn(game_fn)
+    mroot = mctx_root(root)
     sroot, decision_fn, chance_fn = stochastic_games.hashed_game(batch, num_actions, 32)
 
     def mctx_decision_fn(params, rng_key, action, state):

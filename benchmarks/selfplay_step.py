@@ -36,7 +36,15 @@ import jax
 import jax.numpy as jnp
 
 import jaxpuct
-from benchmarks.compare_mctx import Config, Impl, Table, compare, mctx
+from benchmarks.compare_mctx import (
+    Config,
+    Impl,
+    Table,
+    compare,
+    mctx,
+    mctx_recurrent_fn,
+    mctx_root,
+)
 
 JAXPUCT_PUCT = "jaxpuct/puct"
 MCTX_PUCT = "mctx/puct"
@@ -131,11 +139,6 @@ def game_parts(game_name: str, cfg: StepConfig) -> GameParts:
     env = game.environment
     recurrent_fn = adapter.make_recurrent_fn(apply_fn, env)
 
-    def mctx_recurrent_fn(params, rng_key, action, state):
-        out, state = recurrent_fn(params, rng_key, action, state)
-        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
-                                      prior_logits=out.prior_logits, value=out.value), state
-
     @jax.jit
     def start(key):
         keys = jax.random.split(key, 5)
@@ -149,7 +152,7 @@ def game_parts(game_name: str, cfg: StepConfig) -> GameParts:
         start, jax.random.PRNGKey(1))
     return GameParts(params=params, key=jax.random.PRNGKey(0), state=state, env=env,
                      root_fn=adapter.make_root_fn(apply_fn, env), recurrent_fn=recurrent_fn,
-                     mctx_recurrent_fn=mctx_recurrent_fn, apply_fn=apply_fn)
+                     mctx_recurrent_fn=mctx_recurrent_fn(recurrent_fn), apply_fn=apply_fn)
 
 
 def make_step(parts: GameParts, search: Callable[[Any, jax.Array, Any], jax.Array]
@@ -161,12 +164,6 @@ def make_step(parts: GameParts, search: Callable[[Any, jax.Array, Any], jax.Arra
         action = search(params, rng_key, root)
         return parts.env.step(state, action)
     return step
-
-
-def mctx_root(root: Any) -> Any:
-    """``root`` (a ``jaxpuct.RootFnOutput``) as an ``mctx.RootFnOutput``."""
-    return mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
-                             embedding=root.embedding)
 
 
 def searches(parts: GameParts, cfg: StepConfig) -> dict[str, Callable]:
