@@ -12,6 +12,7 @@ optimiser step), :mod:`.evaluation` (opponents and evaluation games),
 :mod:`.scores` (match scores with intervals, Elo).
 """
 
+import jaxpuct.alphazero._dependencies  # noqa: F401  (first: a missing extra is named)
 from jaxpuct.alphazero.buffer import ReplayBuffer
 from jaxpuct.alphazero.checkpoints import (
     CheckpointError,

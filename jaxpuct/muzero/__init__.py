@@ -38,6 +38,7 @@ the ``decision_recurrent_fn`` / ``chance_recurrent_fn`` pair that
 beside those of :mod:`.training`; the unroll, the targets and the buffer stay.
 """
 
+import jaxpuct.muzero._dependencies  # noqa: F401  (first: a missing extra is named)
 from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
 from jaxpuct.muzero.networks import MuZeroNetwork, NetworkConfig, init_network
 from jaxpuct.muzero.replay import Batch, TrajectoryBuffer
