@@ -5,7 +5,9 @@ One Chromium process loads a probe page that holds the site's pages in iframes
 writes what it found as JSON into its own DOM, which ``--dump-dom`` prints. It
 checks that every guide page loads with its heading, that every figure of the
 pages that have one is decoded (``naturalWidth > 0``), and that the API page of
-``alphazero_policy`` shows its signature with every parameter in order.
+``alphazero_policy`` shows its signature with every parameter in order, and that
+its docstring's reference to ``jaxpuct.search`` (a Sphinx role in the source) is a
+link to that entry, on the same page.
 
 The site is ``site/`` as ``make docs`` (run by ``make test``) leaves it; without
 one it is built into a temporary folder. Without Chromium the test is skipped,
@@ -46,6 +48,8 @@ window.addEventListener("load", () => {
       h1: doc.querySelector("h1").textContent.replace("\\u00b6", "").trim(),
       images: [...doc.images].map(i => [i.getAttribute("src"), i.naturalWidth]),
       signature: signature ? signature.textContent : null,
+      links: heading ? [...heading.parentElement.querySelectorAll("a.autorefs")].map(
+        a => [a.getAttribute("href"), doc.getElementById(a.hash.slice(1)) !== null]) : [],
     };
   }
   document.getElementById("result").textContent = JSON.stringify(found);
@@ -131,3 +135,6 @@ def test_guide_pages_figures_and_the_alphazero_policy_signature_load_in_chromium
     positions = [m.start() if (m := re.search(rf"\b{name}:", shown)) else -1 for name in names]
     assert -1 not in positions, dict(zip(names, positions, strict=True))
     assert positions == sorted(positions), dict(zip(names, positions, strict=True))
+    # ":func:`jaxpuct.search`" in the docstring: a link whose target is on the page.
+    assert ["#jaxpuct.search", True] in found["api/jaxpuct.html"]["links"], \
+        found["api/jaxpuct.html"]["links"]

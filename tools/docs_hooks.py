@@ -8,7 +8,8 @@
   by mkdocstrings from the docstrings) for every name in that module's
   ``__all__``, read from the source without importing it (no JAX at build time).
 
-Sphinx roles in docstrings (``:func:`x```) are written as inline code by the
+Sphinx roles in docstrings (``:func:`x```) become links to the API entries (or inline
+code, for a name without one) by the
 griffe extension in ``tools/docs_griffe.py``.
 """
 
