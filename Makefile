@@ -29,10 +29,12 @@ demo: $(STAMP)
 # type check, the lowest-versions tests and the suite run side by side (each is one
 # process, or two for the suite, mostly on one core: run one after another they left
 # a core idle for two minutes); their outputs are printed whole, one after another.
+# The lowest-versions venv is built in that phase too (mostly downloads, beside the
+# compiles), not before it.
 # Two pytest workers, one test file each at a time (module-level jitted helpers stay
 # shared): the suite is dominated by XLA compiles, which use one core each.
 TEST_WORKERS ?= 2
-test: lint $(LOWEST_STAMP)
+test: lint
 	$(MAKE) --no-print-directory -j4 --output-sync=target docs typecheck test-lowest suite
 
 # After the site: tests/test_docs_site.py opens the built site/.
