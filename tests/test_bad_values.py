@@ -155,9 +155,12 @@ def test_search_runs_without_warnings_with_x64_enabled():
             out = jax.jit(lambda k: jaxpuct.alphazero_policy(
                 None, k, root, recurrent_fn, 24, graph=graph, max_nodes=25))(
                 jax.random.PRNGKey(0))
-            tree, reused = jaxpuct.subtree(out.search_tree, out.action, graph=graph)
-            jaxpuct.alphazero_policy(None, jax.random.PRNGKey(1), None, recurrent_fn, 8,
-                                     tree=tree, graph=graph)
+            # Jitted too: op by op, the reuse and the continued search compiled some
+            # hundred small programs (the same Python runs, so the same warnings).
+            jax.jit(lambda out: jaxpuct.alphazero_policy(
+                None, jax.random.PRNGKey(1), None, recurrent_fn, 8,
+                tree=jaxpuct.subtree(out.search_tree, out.action, graph=graph)[0],
+                graph=graph))(out)
         print("ok")
     """)
     env = dict(os.environ, PYTHONPATH=ROOT_DIR)
