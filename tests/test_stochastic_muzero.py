@@ -47,9 +47,23 @@ _TARGETS = jax.jit(targets_lib.unroll_targets, static_argnums=(5, 6, 7))
 
 @functools.cache
 def tiny_model():
-    graphdef, params = snet.init_stochastic_network(CONFIG, NUM_ACTIONS, NUM_CODES, OBS_SIZE,
-                                                    jax.random.key(0, impl="rbg"))
-    return StochasticMuZeroModel(graphdef, discount=GAMMA), params
+    """The file's one network. Its weights are drawn in NumPy into the abstract state
+    (kernels ~ N(0, 1 / fan_in), biases 0, LayerNorm scales 1): the jitted
+    initialiser of init_stochastic_network costs ~1.8 CPU s of XLA compile here."""
+    graphdef, abstract = nnx.split(nnx.eval_shape(lambda: snet.StochasticMuZeroNetwork(
+        CONFIG, NUM_ACTIONS, NUM_CODES, OBS_SIZE, rngs=nnx.Rngs(0))))
+    rng = np.random.default_rng(0)
+
+    def draw(path, leaf):
+        name = jax.tree_util.keystr(path)
+        if "kernel" in name:
+            value = rng.normal(size=leaf.shape) / np.sqrt(leaf.shape[0])
+        else:
+            value = np.full(leaf.shape, 1.0 if "scale" in name else 0.0)
+        return jnp.asarray(value, leaf.dtype)
+
+    return (StochasticMuZeroModel(graphdef, discount=GAMMA),
+            jax.tree_util.tree_map_with_path(draw, abstract))
 
 
 def softmax_numpy(x):
@@ -309,8 +323,11 @@ def test_the_code_prior_learns_the_outcome_probabilities_of_a_two_outcome_mdp():
     assert first != second, (code, prior)  # the encoder tells the outcomes apart
     # Tolerance 0.02: the full batch has the outcomes at exactly 0.7 / 0.3, so the
     # cross-entropy's optimum is there and no sampling noise moves it; what is left
-    # is the optimiser's distance from it after 200 Adam steps (measured: 0.005
-    # after 100 steps, under 1e-3 after 300).
+    # is the optimiser's distance from it after 200 Adam steps (measured from this
+    # initialisation: within 0.002 after 100 steps, 1e-4 after 200). Whether the
+    # encoder separates the outcomes depends on the initialisation: of six NumPy
+    # draws (seeds 0-5 of tiny_model), three did within 200 steps, five within 600,
+    # one not at all (both outcomes on one code, prior 1.0); this is seed 0.
     np.testing.assert_allclose(prior[0, [first, second]], [P_FIRST, 1 - P_FIRST], atol=0.02)
     np.testing.assert_allclose(prior[0], prior[1])
     assert float(metrics["commitment_loss"]) < 0.05
