@@ -350,6 +350,16 @@ def _both_policies(model, num_simulations, params, key, obs, legal):
 
 def test_both_chance_node_policies_run_on_the_model_under_jit():
     model, params = tiny_model()
+    # The library's initialiser gives the state the test's NumPy draw fills (traced
+    # only: its compile is what the NumPy draw saves).
+    shapes = jax.eval_shape(lambda: snet.init_stochastic_network(
+        CONFIG, NUM_ACTIONS, NUM_CODES, OBS_SIZE, 0)[1])
+    assert jax.tree.structure(shapes) == jax.tree.structure(params)
+    assert all(jax.tree.leaves(jax.tree.map(
+        lambda a, b: a.shape == b.shape and a.dtype == b.dtype, shapes, params)))
+    with pytest.raises(ValueError, match="kind='mlp' only, got 'resnet'"):
+        snet.StochasticMuZeroNetwork(NetworkConfig(kind="resnet"), 2, 3, (2, 2, 1),
+                                     rngs=nnx.Rngs(0))
     obs = np.random.default_rng(3).normal(size=(2, OBS_SIZE)).astype(np.float32)
     legal = np.array([[True, True], [False, True]])
     simulations = 8
