@@ -363,7 +363,8 @@ def test_both_chance_node_policies_run_on_the_model_under_jit():
     obs = np.random.default_rng(3).normal(size=(2, OBS_SIZE)).astype(np.float32)
     legal = np.array([[True, True], [False, True]])
     simulations = 8
-    for out in _both_policies(model, simulations, params, jax.random.key(0), obs, legal):
+    puct, gumbel = _both_policies(model, simulations, params, jax.random.key(0), obs, legal)
+    for out in (puct, gumbel):
         tree = out.search_tree
         check_tree(tree, simulations)
         weights = np.asarray(out.action_weights)
@@ -377,3 +378,17 @@ def test_both_chance_node_policies_run_on_the_model_under_jit():
         assert np.any(used & ~decision) and np.any(used[:, 1:] & decision[:, 1:])
         prior = np.asarray(tree.children_prior)
         np.testing.assert_allclose(prior[used & ~decision].sum(-1), 1.0, atol=1e-5)
+        # Edges into chance nodes: reward 0, discount 1; into decision nodes: the
+        # model's gamma.
+        discounts = np.asarray(tree.node_discounts)
+        below = used & (np.arange(decision.shape[1])[None] > 0)
+        np.testing.assert_array_equal(discounts[below & ~decision], 1.0)
+        np.testing.assert_array_equal(np.asarray(tree.node_rewards)[below & ~decision], 0.0)
+        np.testing.assert_allclose(discounts[below & decision], GAMMA, rtol=1e-6)
+    # Gumbel's root visits both legal actions of row 0: the chance node of action 0
+    # holds the model's code prior softmax(sigma(phi(h(o), 0))) (computed apart).
+    gumbel_tree = gumbel.search_tree
+    node = int(gumbel_tree.children_index[0, 0, 0])
+    assert node > 0
+    expected, _, _ = _prior_and_codes(model, params, obs, obs)
+    np.testing.assert_allclose(gumbel_tree.children_prior[0, node], expected[0], rtol=1e-5)
