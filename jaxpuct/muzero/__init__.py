@@ -27,21 +27,30 @@ Modules, one job each:
   generated) and :mod:`.selfplay` (lockstep tic-tac-toe games and the minimax
   evaluation), used by ``examples/muzero.py``.
 
-Later, Stochastic MuZero (Antonoglou et al. 2022): its afterstate dynamics
-``phi(s, a) -> as``, afterstate prediction ``psi(as) -> (sigma, Q)`` and
-dynamics ``g(as, c) -> (s', r)`` are three more methods of a network with the
-same heads, and :class:`.model.MuZeroModel`'s counterpart would return them as
-the ``decision_recurrent_fn`` / ``chance_recurrent_fn`` pair that
-:func:`jaxpuct.stochastic_policy` already takes. The chance encoder ``e(o)``
-(a one-hot code with a straight-through gradient) needs one more replay field
-(the next observation, already stored as the next step) and three loss terms
-beside those of :mod:`.training`; the unroll, the targets and the buffer stay.
+Stochastic MuZero (Antonoglou et al. 2022), first slice: its afterstate dynamics
+``phi(s, a) -> as``, afterstate prediction ``psi(as) -> (sigma, Q)``, dynamics
+``g(as, c) -> (r, s')`` and the chance encoder ``e(o_t, o_{t+1})`` (a one-hot code
+with a straight-through gradient), MLP only
+(:mod:`.stochastic_networks`); the model as the ``decision_recurrent_fn`` /
+``chance_recurrent_fn`` pair of :func:`jaxpuct.stochastic_policy` and
+:func:`jaxpuct.stochastic_gumbel_policy` (:mod:`.stochastic_model`); the unrolled
+loss with the afterstate-value, code-prior and commitment terms, a sampler that
+adds each window's observations to :func:`.replay.sample`, and the train step
+(:mod:`.stochastic_training`). The buffer and the targets are MuZero's.
 """
 
 import jaxpuct.muzero._dependencies  # noqa: F401  (first: a missing extra is named)
 from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
 from jaxpuct.muzero.networks import MuZeroNetwork, NetworkConfig, init_network
 from jaxpuct.muzero.replay import Batch, TrajectoryBuffer
+from jaxpuct.muzero.stochastic_model import StochasticMuZeroModel
+from jaxpuct.muzero.stochastic_networks import StochasticMuZeroNetwork, init_stochastic_network
+from jaxpuct.muzero.stochastic_training import (
+                                                StochasticBatch,
+                                                StochasticLossConfig,
+                                                stochastic_train_step,
+                                                stochastic_unroll_loss,
+)
 from jaxpuct.muzero.targets import UnrollTargets
 from jaxpuct.muzero.training import LossConfig, train_step, unroll_loss
 from jaxpuct.muzero.value_transform import Support, h, h_inverse
@@ -52,13 +61,20 @@ __all__ = [
     "MuZeroModel",
     "MuZeroNetwork",
     "NetworkConfig",
+    "StochasticBatch",
+    "StochasticLossConfig",
+    "StochasticMuZeroModel",
+    "StochasticMuZeroNetwork",
     "Support",
     "TrajectoryBuffer",
     "UnrollTargets",
     "h",
     "h_inverse",
     "init_network",
+    "init_stochastic_network",
     "muzero_puct_config",
+    "stochastic_train_step",
+    "stochastic_unroll_loss",
     "train_step",
     "unroll_loss",
 ]

@@ -1,0 +1,175 @@
+"""Stochastic MuZero's learned functions in Flax NNX (MLP family).
+
+Antonoglou, Schrittwieser, Ozair, Hubert and Silver, "Planning in Stochastic
+Environments with a Learned Model", ICLR 2022, section 4. Beside MuZero's
+representation ``h`` and prediction ``f`` (:mod:`.networks`), a step of the
+environment is split at the *afterstate*, the state after the agent's action and
+before the environment's chance event:
+
+* afterstate dynamics ``phi(s, a) -> as``;
+* afterstate prediction ``psi(as) -> (sigma, Q)``: logits of a prior over ``C``
+  chance codes and the afterstate's value;
+* dynamics ``g(as, c) -> (r, s')``: the reward and the next latent, given the
+  afterstate and a one-hot code ``c [B, C]``;
+* the chance encoder ``e(o_t, o_{t+1}) -> c``: a one-hot code of the observed
+  transition, the argmax of a softmax, with a straight-through gradient (van den
+  Oord et al. 2017, "Neural Discrete Representation Learning"; Bengio et al.
+  2013 for the estimator): the forward pass is exactly one-hot, the backward pass
+  is the softmax's. The paper's encoder reads the observations up to ``t + 1``;
+  here it reads the pair ``(o_t, o_{t+1})`` concatenated, which is enough for a
+  Markov environment.
+
+Heads, supports and the latent min-max scaling are those of :mod:`.networks`
+(reused, not copied): ``Q`` has the value head's support, the reward head the
+reward support; afterstates are scaled to ``[0, 1]`` like latents. Only the MLP
+family exists so far; ``kind="resnet"`` is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from jaxpuct.muzero.networks import NetworkConfig, _Trunk, head_output, head_width, scale_latent
+
+__all__ = ["StochasticMuZeroNetwork", "commitment_loss", "init_stochastic_network",
+           "straight_through_code"]
+
+
+@jax.custom_vjp
+def straight_through_code(logits: jax.Array) -> jax.Array:
+    """``logits [B, C]`` -> the one-hot ``[B, C]`` of their argmax (exactly 0 and 1;
+    lowest index on ties), whose gradient is that of ``softmax(logits)``."""
+    return jax.nn.one_hot(jnp.argmax(logits, axis=-1), logits.shape[-1], dtype=logits.dtype)
+
+
+def _straight_through_fwd(logits):
+    return straight_through_code(logits), jax.nn.softmax(logits, axis=-1)
+
+
+def _straight_through_bwd(probs, cotangent):
+    # The softmax's vector-Jacobian product: sigma * (g - <g, sigma>).
+    inner = jnp.sum(cotangent * probs, axis=-1, keepdims=True)
+    return (probs * (cotangent - inner),)
+
+
+straight_through_code.defvjp(_straight_through_fwd, _straight_through_bwd)
+
+
+def commitment_loss(code: jax.Array, logits: jax.Array) -> jax.Array:
+    """``||c - softmax(logits)||^2`` per row, ``[B, C] -> [B]``; the code ``c`` is a
+    constant (its own gradient is stopped), so the term pulls the encoder's soft
+    probabilities towards the code it emits (the paper's commitment cost)."""
+    probs = jax.nn.softmax(logits, axis=-1)
+    return jnp.sum((jax.lax.stop_gradient(code) - probs) ** 2, axis=-1)
+
+
+class StochasticMuZeroNetwork(nnx.Module):
+    """The six functions of one Stochastic MuZero model (MLP).
+
+    Args:
+      config: a :class:`.networks.NetworkConfig` with ``kind="mlp"``.
+      num_actions: ``A``.
+      num_codes: ``C``, chance codes (>= 1).
+      obs_shape: one observation's shape (flattened).
+      rngs: ``nnx.Rngs`` for the initialisation.
+
+    Methods (``B`` any batch; observations are cast to float32):
+
+    * ``represent(obs [B, *obs_shape]) -> latent [B, L]`` in ``[0, 1]``;
+    * ``predict(latent) -> (policy logits [B, A], value)``;
+    * ``afterstate_dynamics(latent, action [B] int) -> afterstate [B, L]`` in ``[0, 1]``;
+    * ``afterstate_predict(afterstate) -> (code logits [B, C], Q)``;
+    * ``dynamics(afterstate, code [B, C] float) -> (reward, next latent [B, L])``;
+    * ``encode(obs [B, ...], next_obs [B, ...]) -> (code [B, C] one-hot, logits [B, C])``,
+      the code straight-through (:func:`straight_through_code`);
+
+    where ``value``, ``Q`` and ``reward`` are logits ``[B, 2n + 1]`` or ``tanh``
+    scalars ``[B]`` (:func:`.networks.head_scalar` reads both).
+    """
+
+    def __init__(self, config: NetworkConfig, num_actions: int, num_codes: int,
+                 obs_shape: Sequence[int] | int, *, rngs: nnx.Rngs):
+        obs_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
+        if config.kind != "mlp":
+            raise ValueError(f"StochasticMuZeroNetwork supports NetworkConfig.kind='mlp' "
+                             f"only, got {config.kind!r}.")
+        for name, count in (("num_actions", num_actions), ("num_codes", num_codes)):
+            if not isinstance(count, int) or count < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {count!r}.")
+        self.config = config
+        self.num_actions = num_actions
+        self.num_codes = num_codes
+        self.obs_shape = obs_shape
+        hidden, size = config.hidden, config.latent_size
+        features = math.prod(obs_shape)
+        self.repr_trunk = _Trunk(features, hidden, rngs=rngs)
+        self.repr_out = nnx.Linear(hidden[-1], size, rngs=rngs)
+        self.pred_trunk = _Trunk(size, hidden, rngs=rngs)
+        self.policy_out = nnx.Linear(hidden[-1], num_actions, rngs=rngs)
+        self.value_out = nnx.Linear(hidden[-1], head_width(config.value), rngs=rngs)
+        self.after_trunk = _Trunk(size + num_actions, hidden, rngs=rngs)
+        self.after_out = nnx.Linear(hidden[-1], size, rngs=rngs)
+        self.after_pred_trunk = _Trunk(size, hidden, rngs=rngs)
+        self.code_out = nnx.Linear(hidden[-1], num_codes, rngs=rngs)
+        self.q_out = nnx.Linear(hidden[-1], head_width(config.value), rngs=rngs)
+        self.dyn_trunk = _Trunk(size + num_codes, hidden, rngs=rngs)
+        self.dyn_out = nnx.Linear(hidden[-1], size, rngs=rngs)
+        self.reward_out = nnx.Linear(hidden[-1], head_width(config.reward), rngs=rngs)
+        self.enc_trunk = _Trunk(2 * features, hidden, rngs=rngs)
+        self.enc_out = nnx.Linear(hidden[-1], num_codes, rngs=rngs)
+
+    def _flat(self, obs: jax.Array, name: str) -> jax.Array:
+        if math.prod(obs.shape[1:]) != math.prod(self.obs_shape):
+            raise ValueError(f"expected {name} [B, {', '.join(map(str, self.obs_shape))}], "
+                             f"got shape {tuple(obs.shape)}.")
+        return obs.astype(jnp.float32).reshape(obs.shape[0], -1)
+
+    def represent(self, obs: jax.Array) -> jax.Array:
+        latent = self.repr_out(self.repr_trunk(self._flat(obs, "observations")))
+        return scale_latent(latent, self.config.latent_epsilon)
+
+    def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array]:
+        y = self.pred_trunk(latent)
+        return self.policy_out(y), head_output(self.value_out(y), self.config.value)
+
+    def afterstate_dynamics(self, latent: jax.Array, action: jax.Array) -> jax.Array:
+        one_hot = jax.nn.one_hot(action, self.num_actions, dtype=latent.dtype)
+        y = self.after_trunk(jnp.concatenate([latent, one_hot], axis=-1))
+        return scale_latent(self.after_out(y), self.config.latent_epsilon)
+
+    def afterstate_predict(self, afterstate: jax.Array) -> tuple[jax.Array, jax.Array]:
+        y = self.after_pred_trunk(afterstate)
+        return self.code_out(y), head_output(self.q_out(y), self.config.value)
+
+    def dynamics(self, afterstate: jax.Array, code: jax.Array) -> tuple[jax.Array, jax.Array]:
+        if code.shape[-1] != self.num_codes or code.ndim != 2:
+            raise ValueError(f"expected a code [B, {self.num_codes}] (one-hot floats), got "
+                             f"shape {tuple(code.shape)}.")
+        y = self.dyn_trunk(jnp.concatenate([afterstate, code.astype(afterstate.dtype)], -1))
+        return (head_output(self.reward_out(y), self.config.reward),
+                scale_latent(self.dyn_out(y), self.config.latent_epsilon))
+
+    def encode(self, obs: jax.Array, next_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        pair = jnp.concatenate([self._flat(obs, "observations"),
+                                self._flat(next_obs, "next observations")], axis=-1)
+        logits = self.enc_out(self.enc_trunk(pair))
+        return straight_through_code(logits), logits
+
+
+def init_stochastic_network(config: NetworkConfig, num_actions: int, num_codes: int,
+                            obs_shape: Sequence[int] | int, key: int | jax.Array = 0
+                            ) -> tuple[nnx.GraphDef, nnx.State]:
+    """A new network, split: ``(graphdef, state)``; built as one jitted program, as
+    :func:`.networks.init_network` does."""
+    def build():
+        return StochasticMuZeroNetwork(config, num_actions, num_codes, obs_shape,
+                                       rngs=nnx.Rngs(key))
+
+    graphdef, _ = nnx.split(nnx.eval_shape(build))
+    state = jax.jit(lambda: nnx.split(build())[1])()
+    return graphdef, state
