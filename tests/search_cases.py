@@ -40,6 +40,23 @@ def jit(fun=None, **kwargs):
     return jax.jit(fun, **kwargs)
 
 
+# For a search that runs long (thousands of roots, hundreds of simulations): there
+# an optimised executable repays its dearer compile. The K = 16 tic-tac-toe oracle
+# (3,430 roots, 160 simulations) took 1.9 s to compile and 10.9 s to run with
+# FAST_COMPILE, and 3.9 + 3.1 s with this (XLA's defaults: 9.8 + 2.5 s).
+OPTIMISED_COMPILE = {"xla_backend_optimization_level": 2,
+                     "xla_llvm_disable_expensive_passes": True}
+
+
+def jit_optimised(fun=None, **kwargs):
+    """``jax.jit`` with XLA's optimisations (cheap LLVM passes) for long-running searches."""
+    if fun is None:
+        return functools.partial(jit_optimised, **kwargs)
+    if _JIT_HAS_COMPILER_OPTIONS:
+        kwargs["compiler_options"] = OPTIMISED_COMPILE
+    return jax.jit(fun, **kwargs)
+
+
 # ------------------------------------------------------------------ random games
 
 NUM_ACTIONS = 3

@@ -303,7 +303,7 @@ _TTT_POSITIONS = tictactoe.all_positions()
 _MIDGAME = [p for p in _TTT_POSITIONS if 5 <= 9 - p.count(0) <= 8]
 
 
-@sc.jit(static_argnames=("sims", "k"))
+@sc.jit_optimised(static_argnames=("sims", "k"))
 def _ttt_policy(state, *, sims, k):
     out = jaxpuct.alphazero_policy(None, jax.random.key(0), tictactoe.root(state),
                                    tictactoe.recurrent_fn, sims, dirichlet_fraction=0.0,

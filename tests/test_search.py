@@ -31,7 +31,7 @@ from jaxpuct.testing import random_games, tictactoe
 # ------------------------------------------------------------------ tic-tac-toe
 
 
-@sc.jit(static_argnames=("sims",))
+@sc.jit_optimised(static_argnames=("sims",))
 def _ttt_policy(state, *, sims):
     root = tictactoe.root(state)
     out = jaxpuct.alphazero_policy(None, jax.random.key(0), root, tictactoe.recurrent_fn,
