@@ -34,7 +34,7 @@ from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
 from jaxpuct.testing import tictactoe as ttt
 
 __all__ = ["Trajectories", "evaluate_games", "evaluate_optimal_moves", "observe", "play_games",
-           "search"]
+           "search", "search_roots"]
 
 OBS_SHAPE = (18,)
 MAX_PLIES = 9
@@ -44,7 +44,8 @@ class Trajectories(NamedTuple):
     """``B`` games of at most 9 plies, the fields of
     :func:`.replay.write_episodes`: ``obs [B, 9, 18]``, ``action [B, 9]``,
     ``reward [B, 9]``, ``policy [B, 9, A]``, ``root_value [B, 9]``,
-    ``episode_end [B, 9]``, ``written [B, 9]``."""
+    ``episode_end [B, 9]``, ``written [B, 9]``, ``legal [B, 9, A]`` (by keyword:
+    ``write_episodes(buffer, **trajectories._asdict())``)."""
 
     obs: jax.Array
     action: jax.Array
@@ -53,6 +54,7 @@ class Trajectories(NamedTuple):
     root_value: jax.Array
     episode_end: jax.Array
     written: jax.Array
+    legal: jax.Array
 
 
 def observe(state: ttt.State) -> jax.Array:
@@ -64,7 +66,15 @@ def observe(state: ttt.State) -> jax.Array:
 def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
            state: ttt.State, greedy: bool) -> jaxpuct.PolicyOutput:
     """The configured policy at ``state`` (``greedy``: no noise, argmax move)."""
-    root = model.root(params, observe(state), ttt.legal(state))
+    return search_roots(config, model, params, key, observe(state), ttt.legal(state), greedy)
+
+
+def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
+                 obs: jax.Array, legal: jax.Array, greedy: bool) -> jaxpuct.PolicyOutput:
+    """The configured policy at observations ``obs [B, 18]`` with legal masks
+    ``legal [B, A]`` (the roots of self-play, and of :mod:`.reanalyse` from the
+    stored steps); ``key`` is one key or ``[B]`` keys."""
+    root = model.root(params, obs, legal)
     if config.policy == "gumbel":
         return jaxpuct.gumbel_policy(params, key, root, model.recurrent_fn,
                                      config.num_simulations,
@@ -88,7 +98,7 @@ def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
         next_state, reward, terminal = ttt.step(state, out.action)
         value = out.search_tree.summary().value
         record = (observe(state), out.action, reward, out.action_weights, value,
-                  terminal & running, running)
+                  terminal & running, running, ttt.legal(state))
         return next_state, record
 
     _, records = jax.lax.scan(ply, state, jax.random.split(key, MAX_PLIES))
