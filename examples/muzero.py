@@ -90,7 +90,7 @@ def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, 
                               config.priority_alpha)
         if config.reanalyse_fraction > 0:
             search = functools.partial(selfplay.search_roots, config, model, greedy=False)
-            batch = reanalyse.reanalyse(
+            batch = reanalyse.reanalyse_batch(
                 buffer, batch, params, jax.random.fold_in(key, config.train_steps + i),
                 search, fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,
                 td_steps=config.td_steps, discount=-config.discount,

@@ -23,6 +23,8 @@ Modules, one job each:
   an unroll, with absorbing steps past an episode's end;
 * :mod:`.training`: the unrolled loss with MuZero's gradient scaling and the
   optax train step;
+* :mod:`.reanalyse`: fresh policy and value targets for a share of a batch,
+  from a new search at the stored observations (Schrittwieser et al. 2021);
 * :mod:`.config` (a run's :class:`.config.MuZeroConfig`, whose command line is
   generated) and :mod:`.selfplay` (lockstep tic-tac-toe games and the minimax
   evaluation), used by ``examples/muzero.py``.
@@ -40,6 +42,7 @@ beside those of :mod:`.training`; the unroll, the targets and the buffer stay.
 
 from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
 from jaxpuct.muzero.networks import MuZeroNetwork, NetworkConfig, init_network
+from jaxpuct.muzero.reanalyse import reanalyse_batch
 from jaxpuct.muzero.replay import Batch, TrajectoryBuffer
 from jaxpuct.muzero.targets import UnrollTargets
 from jaxpuct.muzero.training import LossConfig, train_step, unroll_loss
@@ -58,6 +61,7 @@ __all__ = [
     "h_inverse",
     "init_network",
     "muzero_puct_config",
+    "reanalyse_batch",
     "train_step",
     "unroll_loss",
 ]

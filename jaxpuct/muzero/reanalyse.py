@@ -50,7 +50,7 @@ from jaxpuct.muzero.replay import Batch, TrajectoryBuffer, window_rows
 from jaxpuct.muzero.targets import unroll_targets
 from jaxpuct.types import PolicyOutput
 
-__all__ = ["SearchFn", "reanalyse", "reanalysed_rows", "searched_positions"]
+__all__ = ["SearchFn", "reanalyse_batch", "reanalysed_rows", "searched_positions"]
 
 SearchFn = Callable[[Any, jax.Array, jax.Array, jax.Array], PolicyOutput]
 """``(params, keys [M], obs [M, ...], legal [M, A]) -> PolicyOutput``: the search
@@ -73,7 +73,7 @@ def searched_positions(unroll_steps: int, td_steps: int, bootstrap: bool) -> tup
     return tuple(sorted(set(policy) | set(value)))
 
 
-def reanalyse(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: jax.Array,
+def reanalyse_batch(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: jax.Array,
               search_fn: SearchFn, *, fraction: float, unroll_steps: int, td_steps: int,
               discount: float, bootstrap: bool = True) -> Batch:
     """``batch`` with its first ``round(fraction * B)`` rows' targets made anew.
