@@ -34,8 +34,7 @@ a row's new targets do not depend on the other rows of the batch, nor on its
 place in it.
 
 Cost: ``R * (K + 1)`` searches per train step (``R * (2K + 2)`` at most with
-``bootstrap``), against ``B`` acting searches per self-play step; the paper's
-Reanalyse runs spend most of their compute there.
+``bootstrap``), against ``B`` acting searches per self-play step.
 """
 
 from __future__ import annotations
