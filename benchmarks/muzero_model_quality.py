@@ -49,9 +49,10 @@ from jaxpuct.testing import tictactoe as ttt
 HELD_OUT_SALT = 1_000_003
 
 
-def train_for(config: MuZeroConfig, cpu_seconds: float):
-    """The example's loop until ``cpu_seconds`` of process CPU time; returns
-    ``(model, params, iterations, cpu seconds)``."""
+def train_for(config: MuZeroConfig, cpu_seconds: float, max_iterations: int | None = None):
+    """The example's loop until ``cpu_seconds`` of process CPU time (or, if given,
+    for ``max_iterations`` iterations); returns ``(model, params, iterations, cpu
+    seconds)``."""
     begin = time.process_time()
     init_key, key = jax.random.split(jax.random.key(config.seed))
     graphdef, params = init_network(config.network, 9, selfplay.OBS_SHAPE, init_key)
@@ -61,7 +62,12 @@ def train_for(config: MuZeroConfig, cpu_seconds: float):
     buffer = replay.empty_buffer(config.buffer_size, selfplay.OBS_SHAPE, jnp.float32, 9)
     write = jax.jit(replay.write_episodes)
     iterations = 0
-    while iterations == 0 or time.process_time() - begin < cpu_seconds:
+    def more():
+        if max_iterations is not None:
+            return iterations < max_iterations
+        return iterations == 0 or time.process_time() - begin < cpu_seconds
+
+    while more():
         play_key, train_key, key = jax.random.split(key, 3)
         games = selfplay.play_games(config, model, params, play_key)
         buffer = write(buffer, **games._asdict())
@@ -157,6 +163,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpu-seconds", type=float, default=150.0,
                    help="process CPU seconds of training per run (compiles included)")
+    p.add_argument("--iterations", type=int, default=None,
+                   help="train this many iterations instead of --cpu-seconds (to compare "
+                   "at equal iterations)")
     p.add_argument("--seeds", default="0,1", help="comma-separated training seeds")
     p.add_argument("--fractions", default="0,0.5", help="reanalyse fractions to compare")
     p.add_argument("--held-out", type=int, default=256, help="held-out games per model")
@@ -166,7 +175,8 @@ def main(argv=None) -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         for fraction in (float(f) for f in args.fractions.split(",")):
             config = MuZeroConfig(seed=seed, policy=args.policy, reanalyse_fraction=fraction)
-            model, params, iterations, spent = train_for(config, args.cpu_seconds)
+            model, params, iterations, spent = train_for(config, args.cpu_seconds,
+                                                         args.iterations)
             key = jax.random.fold_in(jax.random.key(seed), HELD_OUT_SALT)
             row = {"seed": seed, "reanalyse_fraction": fraction, "iterations": iterations,
                    "train_cpu_seconds": round(spent, 1),
