@@ -53,7 +53,7 @@ class TrajectoryBuffer(Replaceable):
       root_value: ``[N]`` float32 root search value, from the view of the player
         to move at ``t``.
       legal: ``[N, A]`` bool legal actions at ``o_t`` (all ``True`` where the
-        writer gave none).
+        writer gave none, all ``False`` in rows never written).
       episode_end: ``[N]`` bool, the step ended the episode.
       priority: ``[N]`` float32 ``p_i`` (> 0 where filled).
       next_row: ``[]`` int32.
