@@ -89,7 +89,10 @@ def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, 
                               config.unroll_steps, config.td_steps, -config.discount,
                               config.priority_alpha)
         if config.reanalyse_fraction > 0:
-            search = functools.partial(selfplay.search_roots, config, model, greedy=False)
+            # Visit targets at temperature 1 without root noise: with the acting
+            # search's Dirichlet noise reanalyse was worse (docs/muzero.md).
+            search = functools.partial(selfplay.search_roots, config, model, greedy=False,
+                                       root_noise=False)
             batch = reanalyse.reanalyse_batch(
                 buffer, batch, params, jax.random.fold_in(key, config.train_steps + i),
                 search, fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,

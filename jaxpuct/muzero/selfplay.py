@@ -70,11 +70,15 @@ def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array
 
 
 def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
-                 obs: jax.Array, legal: jax.Array, greedy: bool) -> jaxpuct.PolicyOutput:
+                 obs: jax.Array, legal: jax.Array, greedy: bool,
+                 root_noise: bool | None = None) -> jaxpuct.PolicyOutput:
     """The configured policy at observations ``obs [B, 18]`` with legal masks
     ``legal [B, A]`` (the roots of self-play, and of :mod:`.reanalyse` from the
-    stored steps); ``key`` is one key or ``[B]`` keys."""
+    stored steps); ``key`` is one key or ``[B]`` keys. ``root_noise``: Dirichlet
+    noise at a PUCT root (``None``: unless ``greedy``); the example reanalyses
+    without it (``docs/muzero.md`` has the measurement)."""
     root = model.root(params, obs, legal)
+    noise = not greedy if root_noise is None else root_noise
     if config.policy == "gumbel":
         return jaxpuct.gumbel_policy(params, key, root, model.recurrent_fn,
                                      config.num_simulations,
@@ -82,7 +86,7 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
                                      gumbel_scale=0.0 if greedy else 1.0)
     return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
                                     config.num_simulations, selection=muzero_puct_config(),
-                                    dirichlet_fraction=0.0 if greedy else 0.25,
+                                    dirichlet_fraction=0.25 if noise else 0.0,
                                     temperature=0.0 if greedy else 1.0)
 
 
