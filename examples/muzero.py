@@ -7,10 +7,13 @@ Each iteration plays ``--batch-size`` games to their ends in lockstep (the
 model's root from the real board and legal mask, the search inside the learned
 model, the real rules; one ``jax.jit``), writes them to the device replay buffer,
 then takes ``--train-steps`` optimiser steps on ``K``-step unrolls
-(:mod:`jaxpuct.muzero.training`). Every ``--eval-every`` iterations the greedy
-search and the raw prior are scored on all 4520 non-terminal positions against
-the minimax-optimal moves, and the greedy search plays 256 games against a
-minimax player and 256 against a random one, half as X and half as O
+(:mod:`jaxpuct.muzero.training`); with ``--reanalyse-fraction F`` the first
+``F`` of each training batch gets fresh targets from a search with the current
+parameters, inside the same jitted step (:mod:`jaxpuct.muzero.reanalyse`).
+Every ``--eval-every`` iterations the greedy search and the raw prior are
+scored on all 4520 non-terminal positions against the minimax-optimal moves,
+and the greedy search plays 256 games against a minimax player and 256 against
+a random one, half as X and half as O
 (:mod:`jaxpuct.muzero.selfplay`). ``--run-dir`` takes the directory's lock
 (:mod:`jaxpuct.alphazero.rundir`), writes ``metrics.jsonl`` and, every
 ``--checkpoint-every`` iterations and at the end, the whole state (network,
@@ -39,7 +42,7 @@ import numpy as np
 
 from jaxpuct.alphazero import checkpoints, rundir
 from jaxpuct.alphazero import config as config_lib
-from jaxpuct.muzero import replay, selfplay, training
+from jaxpuct.muzero import reanalyse, replay, selfplay, training
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
 from jaxpuct.muzero.networks import init_network
@@ -78,11 +81,25 @@ class TrainState:
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key):
     """``config.train_steps`` optimiser steps; the metrics are their means."""
+    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=True)
+
     def body(i, carry):
         params, opt_state, buffer, sums = carry
         batch = replay.sample(buffer, jax.random.fold_in(key, i), config.train_batch_size,
                               config.unroll_steps, config.td_steps, -config.discount,
                               config.priority_alpha)
+        if config.reanalyse_fraction > 0:
+            # Visit targets at temperature 1 without root noise: with the acting
+            # search's Dirichlet noise reanalyse was worse (docs/muzero.md).
+            search = functools.partial(selfplay.search_roots, config, model, greedy=False,
+                                       root_noise=False)
+            batch = reanalyse.reanalyse_batch(
+                buffer, batch, params, jax.random.fold_in(key, config.train_steps + i),
+                search, fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,
+                td_steps=config.td_steps, discount=-config.discount,
+                # With n at least a game's length the value target is the game's
+                # return: no search can change it.
+                bootstrap=config.td_steps < selfplay.MAX_PLIES)
         params, opt_state, metrics = training.train_step(graphdef, optimizer, config.loss,
                                                          params, opt_state, batch)
         if config.priority_alpha > 0:
@@ -133,7 +150,7 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                 priority = replay.trajectory_priorities(
                     games.reward, games.root_value, games.episode_end, games.written,
                     -config.discount, config.td_steps)
-            buffer = write(buffer, *games, priority)
+            buffer = write(buffer, **games._asdict(), priority=priority)
             params, opt_state, buffer, metrics = train(config, graphdef, optimizer, params,
                                                        opt_state, buffer, train_key)
             decisive = np.asarray(jnp.any(games.reward != 0, axis=1))

@@ -23,6 +23,8 @@ Modules, one job each:
   an unroll, with absorbing steps past an episode's end;
 * :mod:`.training`: the unrolled loss with MuZero's gradient scaling and the
   optax train step;
+* :mod:`.reanalyse`: fresh policy and value targets for a share of a batch,
+  from a new search at the stored observations (Schrittwieser et al. 2021);
 * :mod:`.config` (a run's :class:`.config.MuZeroConfig`, whose command line is
   generated) and :mod:`.selfplay` (lockstep tic-tac-toe games and the minimax
   evaluation), used by ``examples/muzero.py``.
@@ -42,14 +44,15 @@ adds each window's observations to :func:`.replay.sample`, and the train step
 import jaxpuct.muzero._dependencies  # noqa: F401  (first: a missing extra is named)
 from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
 from jaxpuct.muzero.networks import MuZeroNetwork, NetworkConfig, init_network
+from jaxpuct.muzero.reanalyse import reanalyse_batch
 from jaxpuct.muzero.replay import Batch, TrajectoryBuffer
 from jaxpuct.muzero.stochastic_model import StochasticMuZeroModel
 from jaxpuct.muzero.stochastic_networks import StochasticMuZeroNetwork, init_stochastic_network
 from jaxpuct.muzero.stochastic_training import (
-                                                StochasticBatch,
-                                                StochasticLossConfig,
-                                                stochastic_train_step,
-                                                stochastic_unroll_loss,
+    StochasticBatch,
+    StochasticLossConfig,
+    stochastic_train_step,
+    stochastic_unroll_loss,
 )
 from jaxpuct.muzero.targets import UnrollTargets
 from jaxpuct.muzero.training import LossConfig, train_step, unroll_loss
@@ -73,6 +76,7 @@ __all__ = [
     "init_network",
     "init_stochastic_network",
     "muzero_puct_config",
+    "reanalyse_batch",
     "stochastic_train_step",
     "stochastic_unroll_loss",
     "train_step",

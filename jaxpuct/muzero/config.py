@@ -53,6 +53,10 @@ class MuZeroConfig:
       value_weight: weight of the value loss (0.25 as in MuZero Reanalyse).
       priority_alpha: prioritised replay exponent (0: uniform, as MuZero's board
         games).
+      reanalyse_fraction: share of each training batch whose policy (and, when
+        td_steps is below the game's length, value) targets come from a new
+        search with the current parameters (jaxpuct.muzero.reanalyse; 0: none,
+        the stored targets only).
     """
 
     game: str = _choice("tic_tac_toe", GAMES)
@@ -72,6 +76,7 @@ class MuZeroConfig:
     weight_decay: float = 1e-4
     value_weight: float = 0.25
     priority_alpha: float = _at_least(0.0, 0.0)
+    reanalyse_fraction: float = _at_least(0.0, 0.0)
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -84,6 +89,9 @@ class MuZeroConfig:
             if minimum is not None and not value >= minimum:
                 raise ValueError(f"MuZeroConfig.{field.name} must be >= {minimum}, got "
                                  f"{value!r}.")
+        if not self.reanalyse_fraction <= 1.0:
+            raise ValueError(f"MuZeroConfig.reanalyse_fraction must be in [0, 1], got "
+                             f"{self.reanalyse_fraction!r}.")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"MuZeroConfig.discount must be in (0, 1], got {self.discount!r}.")
 

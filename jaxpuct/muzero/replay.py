@@ -2,7 +2,8 @@
 
 Each row is one step ``t`` of an episode: the observation ``o_t``, the action
 ``a_t`` taken, its reward ``u_{t+1}`` (from the mover's view), the root search
-policy ``pi_t`` and value ``v_t``, whether the step ended the episode, and a
+policy ``pi_t`` and value ``v_t``, the root's legal mask (a new search there,
+:mod:`.reanalyse`, needs it), whether the step ended the episode, and a
 priority. Episodes are written whole and contiguously, one after another, with
 jitted scatters (the buffer is a pytree of fixed-size arrays that can be
 donated); the oldest rows are overwritten first.
@@ -32,7 +33,7 @@ from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.muzero.targets import UnrollTargets, n_step_values, unroll_targets, window_length
 
 __all__ = ["Batch", "TrajectoryBuffer", "empty_buffer", "filled_rows", "sample",
-           "trajectory_priorities", "update_priorities", "write_episodes"]
+           "trajectory_priorities", "update_priorities", "window_rows", "write_episodes"]
 
 _INT32_MAX = 2**31 - 1
 # Added to every priority so that a row whose target was met exactly can still
@@ -51,6 +52,8 @@ class TrajectoryBuffer(Replaceable):
       policy: ``[N, A]`` float32 root search policy.
       root_value: ``[N]`` float32 root search value, from the view of the player
         to move at ``t``.
+      legal: ``[N, A]`` bool legal actions at ``o_t`` (all ``True`` where the
+        writer gave none, all ``False`` in rows never written).
       episode_end: ``[N]`` bool, the step ended the episode.
       priority: ``[N]`` float32 ``p_i`` (> 0 where filled).
       next_row: ``[]`` int32.
@@ -62,6 +65,7 @@ class TrajectoryBuffer(Replaceable):
     reward: jax.Array
     policy: jax.Array
     root_value: jax.Array
+    legal: jax.Array
     episode_end: jax.Array
     priority: jax.Array
     next_row: jax.Array
@@ -103,6 +107,7 @@ def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: 
         reward=jnp.zeros((size,), jnp.float32),
         policy=jnp.zeros((size, num_actions), jnp.float32),
         root_value=jnp.zeros((size,), jnp.float32),
+        legal=jnp.zeros((size, num_actions), jnp.bool_),
         episode_end=jnp.zeros((size,), jnp.bool_),
         priority=jnp.zeros((size,), jnp.float32),
         next_row=jnp.zeros((), jnp.int32),
@@ -133,7 +138,8 @@ def trajectory_priorities(reward: jax.Array, root_value: jax.Array,
 def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
                    reward: jax.Array, policy: jax.Array, root_value: jax.Array,
                    episode_end: jax.Array, written: jax.Array,
-                   priority: jax.Array | None = None) -> TrajectoryBuffer:
+                   priority: jax.Array | None = None,
+                   legal: jax.Array | None = None) -> TrajectoryBuffer:
     """Appends the written steps of ``B`` trajectories, episode after episode.
 
     Args:
@@ -144,6 +150,9 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
       priority: ``[B, T]`` priorities (e.g. :func:`trajectory_priorities`), or
         ``None`` for the largest one in the buffer (1 in an empty buffer), so
         that new rows are drawn soon (Schaul et al. 2016).
+      legal: ``[B, T, A]`` bool legal actions at each step's observation, or
+        ``None`` for all legal (then a reanalysing search may pick any action at
+        the root).
 
     Returns:
       The buffer with the steps at ``next_row, next_row + 1, ...`` (mod ``N``).
@@ -155,6 +164,8 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
     if priority is None:
         top = jnp.max(buffer.priority)
         priority = jnp.full((batch, steps), jnp.where(top > 0, top, 1.0))
+    if legal is None:
+        legal = jnp.ones((batch, steps, buffer.legal.shape[-1]), jnp.bool_)
     flat = written.reshape(-1)
     offsets = jnp.cumsum(flat) - 1
     # Steps not written go to row n, out of bounds, and are dropped.
@@ -168,7 +179,7 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
     return TrajectoryBuffer(
         obs=put(buffer.obs, obs), action=put(buffer.action, action),
         reward=put(buffer.reward, reward), policy=put(buffer.policy, policy),
-        root_value=put(buffer.root_value, root_value),
+        root_value=put(buffer.root_value, root_value), legal=put(buffer.legal, legal),
         episode_end=put(buffer.episode_end, episode_end),
         priority=put(buffer.priority, priority),
         next_row=(buffer.next_row + num_new) % n,
@@ -180,6 +191,18 @@ def update_priorities(buffer: TrajectoryBuffer, index: jax.Array,
     """New priorities ``[B]`` at rows ``index [B]`` (e.g. after a training step)."""
     return buffer.replace(priority=buffer.priority.at[index].set(
         jnp.maximum(priority, PRIORITY_EPSILON)))
+
+
+def window_rows(buffer: TrajectoryBuffer, start: jax.Array, unroll_steps: int,
+                td_steps: int) -> tuple[jax.Array, jax.Array]:
+    """The rows of the windows from ``start [B]``: ``(index [B, W], filled [B, W])``,
+    ``W = K + n + 1``; ``filled`` marks the rows that hold data."""
+    n, filled = buffer.size, filled_rows(buffer)
+    offsets = jnp.arange(window_length(unroll_steps, td_steps))
+    index = (start[:, None] + offsets) % n  # [B, W]
+    # In a buffer not yet full the rows past the newest are empty; a full
+    # buffer's rows wrap around (writes are contiguous mod N).
+    return index, (start[:, None] + offsets < filled) | (filled == n)
 
 
 def sample(buffer: TrajectoryBuffer, rng: jax.Array, batch_size: int, unroll_steps: int,
@@ -216,12 +239,7 @@ def sample(buffer: TrajectoryBuffer, rng: jax.Array, batch_size: int, unroll_ste
     else:
         start = jax.random.randint(start_key, (batch_size,), 0, jnp.maximum(filled, 1))
         weights = jnp.ones((batch_size,), jnp.float32)
-    width = window_length(unroll_steps, td_steps)
-    offsets = jnp.arange(width)
-    index = (start[:, None] + offsets) % n  # [B, W]
-    # In a buffer not yet full the rows past the newest are empty; a full
-    # buffer's rows wrap around (writes are contiguous mod N).
-    filled_window = (start[:, None] + offsets < filled) | (filled == n)
+    index, filled_window = window_rows(buffer, start, unroll_steps, td_steps)
     targets = unroll_targets(buffer.reward[index], buffer.root_value[index],
                              buffer.policy[index], buffer.episode_end[index], filled_window,
                              discount, unroll_steps, td_steps)

@@ -34,7 +34,7 @@ from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
 from jaxpuct.testing import tictactoe as ttt
 
 __all__ = ["Trajectories", "evaluate_games", "evaluate_optimal_moves", "observe", "play_games",
-           "search"]
+           "search", "search_roots"]
 
 OBS_SHAPE = (18,)
 MAX_PLIES = 9
@@ -44,7 +44,8 @@ class Trajectories(NamedTuple):
     """``B`` games of at most 9 plies, the fields of
     :func:`.replay.write_episodes`: ``obs [B, 9, 18]``, ``action [B, 9]``,
     ``reward [B, 9]``, ``policy [B, 9, A]``, ``root_value [B, 9]``,
-    ``episode_end [B, 9]``, ``written [B, 9]``."""
+    ``episode_end [B, 9]``, ``written [B, 9]``, ``legal [B, 9, A]`` (by keyword:
+    ``write_episodes(buffer, **trajectories._asdict())``)."""
 
     obs: jax.Array
     action: jax.Array
@@ -53,6 +54,7 @@ class Trajectories(NamedTuple):
     root_value: jax.Array
     episode_end: jax.Array
     written: jax.Array
+    legal: jax.Array
 
 
 def observe(state: ttt.State) -> jax.Array:
@@ -64,7 +66,19 @@ def observe(state: ttt.State) -> jax.Array:
 def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
            state: ttt.State, greedy: bool) -> jaxpuct.PolicyOutput:
     """The configured policy at ``state`` (``greedy``: no noise, argmax move)."""
-    root = model.root(params, observe(state), ttt.legal(state))
+    return search_roots(config, model, params, key, observe(state), ttt.legal(state), greedy)
+
+
+def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
+                 obs: jax.Array, legal: jax.Array, greedy: bool,
+                 root_noise: bool | None = None) -> jaxpuct.PolicyOutput:
+    """The configured policy at observations ``obs [B, 18]`` with legal masks
+    ``legal [B, A]`` (the roots of self-play, and of :mod:`.reanalyse` from the
+    stored steps); ``key`` is one key or ``[B]`` keys. ``root_noise``: Dirichlet
+    noise at a PUCT root (``None``: unless ``greedy``); the example reanalyses
+    without it (``docs/muzero.md`` has the measurement)."""
+    root = model.root(params, obs, legal)
+    noise = not greedy if root_noise is None else root_noise
     if config.policy == "gumbel":
         return jaxpuct.gumbel_policy(params, key, root, model.recurrent_fn,
                                      config.num_simulations,
@@ -72,7 +86,7 @@ def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array
                                      gumbel_scale=0.0 if greedy else 1.0)
     return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
                                     config.num_simulations, selection=muzero_puct_config(),
-                                    dirichlet_fraction=0.0 if greedy else 0.25,
+                                    dirichlet_fraction=0.25 if noise else 0.0,
                                     temperature=0.0 if greedy else 1.0)
 
 
@@ -88,7 +102,7 @@ def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
         next_state, reward, terminal = ttt.step(state, out.action)
         value = out.search_tree.summary().value
         record = (observe(state), out.action, reward, out.action_weights, value,
-                  terminal & running, running)
+                  terminal & running, running, ttt.legal(state))
         return next_state, record
 
     _, records = jax.lax.scan(ply, state, jax.random.split(key, MAX_PLIES))
