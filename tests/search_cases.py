@@ -31,13 +31,20 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive
 _JIT_HAS_COMPILER_OPTIONS = "compiler_options" in inspect.signature(jax.jit).parameters
 
 
-def jit(fun=None, **kwargs):
-    """``jax.jit`` with the cheap CPU compile pipeline."""
-    if fun is None:
-        return functools.partial(jit, **kwargs)
-    if _JIT_HAS_COMPILER_OPTIONS:
-        kwargs["compiler_options"] = FAST_COMPILE
-    return jax.jit(fun, **kwargs)
+def _jit_with(options: dict):
+    """A ``jax.jit`` (usable as ``@f`` or ``@f(static_argnames=...)``) compiling with
+    ``options``."""
+    def jit_(fun=None, **kwargs):
+        if fun is None:
+            return functools.partial(jit_, **kwargs)
+        if _JIT_HAS_COMPILER_OPTIONS:
+            kwargs["compiler_options"] = options
+        return jax.jit(fun, **kwargs)
+    return jit_
+
+
+jit = _jit_with(FAST_COMPILE)
+"""``jax.jit`` with the cheap CPU compile pipeline."""
 
 
 # For a search that runs long (thousands of roots, hundreds of simulations): there
@@ -47,14 +54,8 @@ def jit(fun=None, **kwargs):
 OPTIMISED_COMPILE = {"xla_backend_optimization_level": 2,
                      "xla_llvm_disable_expensive_passes": True}
 
-
-def jit_optimised(fun=None, **kwargs):
-    """``jax.jit`` with XLA's optimisations (cheap LLVM passes) for long-running searches."""
-    if fun is None:
-        return functools.partial(jit_optimised, **kwargs)
-    if _JIT_HAS_COMPILER_OPTIONS:
-        kwargs["compiler_options"] = OPTIMISED_COMPILE
-    return jax.jit(fun, **kwargs)
+jit_optimised = _jit_with(OPTIMISED_COMPILE)
+"""``jax.jit`` with XLA's optimisations (cheap LLVM passes) for long-running searches."""
 
 
 # ------------------------------------------------------------------ random games

@@ -60,6 +60,17 @@ from jaxpuct.types import RecurrentFnOutput, RootFnOutput
 __all__ = ["MuZeroModel", "muzero_puct_config"]
 
 
+def network_root(net: Any, obs: jax.Array, legal_action_mask: jax.Array | None
+                 ) -> RootFnOutput:
+    """``h`` then ``f`` on ``obs [B, ...]`` for any network with ``represent`` and
+    ``predict`` (MuZero's and Stochastic MuZero's): ``prior_logits [B, A]``,
+    ``value [B]`` (scalar), the latent as embedding, the mask as given."""
+    latent = net.represent(obs)
+    logits, value = net.predict(latent)
+    return RootFnOutput(prior_logits=logits, value=head_scalar(value, net.config.value),
+                        embedding=latent, legal_action_mask=legal_action_mask)
+
+
 def muzero_puct_config(c_init: float = 1.25, c_base: float = 19652.0) -> PUCTConfig:
     """The PUCT rule for a learned model (module docstring): ``PUCTConfig.mctx_muzero``."""
     return PUCTConfig.mctx_muzero(c_init=c_init, c_base=c_base)
@@ -102,11 +113,7 @@ class MuZeroModel:
           ``embedding`` the latent ``[B, ...]``, and ``legal_action_mask [B, A]``
           as given (``None``: every action legal).
         """
-        net = self.network(params)
-        latent = net.represent(obs)
-        logits, value = net.predict(latent)
-        return RootFnOutput(prior_logits=logits, value=head_scalar(value, net.config.value),
-                            embedding=latent, legal_action_mask=legal_action_mask)
+        return network_root(self.network(params), obs, legal_action_mask)
 
     def recurrent_fn(self, params: Any, rng_key: jax.Array, action: jax.Array,
                      embedding: jax.Array) -> tuple[RecurrentFnOutput, jax.Array]:

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from jaxpuct.muzero.model import network_root
 from jaxpuct.muzero.networks import head_scalar
 from jaxpuct.muzero.stochastic_networks import StochasticMuZeroNetwork
 from jaxpuct.stochastic import ChanceRecurrentFnOutput, DecisionRecurrentFnOutput
@@ -77,11 +78,7 @@ class StochasticMuZeroModel:
              legal_action_mask: jax.Array | None = None) -> RootFnOutput:
         """The root of observations ``obs [B, ...]``: ``prior_logits [B, A]``,
         ``value [B]``, the latent ``[B, L]`` as embedding, the mask as given."""
-        net = self.network(params)
-        latent = net.represent(obs)
-        logits, value = net.predict(latent)
-        return RootFnOutput(prior_logits=logits, value=head_scalar(value, net.config.value),
-                            embedding=latent, legal_action_mask=legal_action_mask)
+        return network_root(self.network(params), obs, legal_action_mask)
 
     def decision_recurrent_fn(self, params: Any, rng_key: jax.Array, action: jax.Array,
                               latent: jax.Array
