@@ -2,7 +2,8 @@
 # The wheel installs alone: builds the sdist and the wheel (the wheel from the
 # sdist, so a file missing from the sdist breaks the build), lists what the sdist
 # holds for the tests, then in clean virtual environments under a temporary folder
-#   1. the wheel with its core dependencies only runs the README's quickstart;
+#   1. the wheel with its core dependencies only (no Flax, no optax) runs the README's
+#      quickstart, and jaxpuct.alphazero then names the `train` extra;
 #   2. the wheel with the `examples` extra runs one iteration of examples/demo.py,
 #      taken from the unpacked sdist (examples/ is not part of the package) and run
 #      from a folder without the package's source, so the installed wheel is used.
@@ -49,6 +50,16 @@ awk '/^## Quickstart/{q=1} q&&/^```python/{p=1;next} p&&/^```/{exit} p' README.m
     assert 'site-packages' in jaxpuct.__file__, jaxpuct.__file__; print(jaxpuct.__version__)" \
     && core/bin/python quickstart.py | tee quickstart.out)
 grep -qx '\[2 2 2 2\]' "$WORK/quickstart.out"
+# The core install has no Flax: the training subpackage names the extra to install.
+(cd "$WORK" && core/bin/python -c "import importlib.util as u; \
+    assert u.find_spec('flax') is None and u.find_spec('optax') is None, 'flax/optax in core'
+try:
+    import jaxpuct.alphazero
+except ImportError as err:
+    assert 'jaxpuct[train]' in str(err), err
+    print('without the train extra:', err)
+else:
+    raise SystemExit('jaxpuct.alphazero imported without flax')")
 
 step "wheel + examples extra: examples/demo.py, one iteration"
 "$PYTHON" -m venv "$WORK/examples-env"
