@@ -252,6 +252,31 @@ def mctx_recurrent_fn(recurrent_fn: Callable) -> Callable:
     return wrapped
 
 
+def mctx_stochastic_fns(decision_fn: Callable, chance_fn: Callable,
+                        mask_illegal: bool = False) -> tuple[Callable, Callable]:
+    """jaxpuct's decision / chance recurrent functions as mctx's pair (their outputs as
+    ``mctx.DecisionRecurrentFnOutput`` / ``mctx.ChanceRecurrentFnOutput``).
+
+    ``mask_illegal``: the chance function's ``legal_action_mask`` goes into the logits
+    (mctx has no mask field); leave it off where every action is legal.
+    """
+
+    def mctx_decision_fn(params, rng_key, action, state):
+        out, after = decision_fn(params, rng_key, action, state)
+        return mctx.DecisionRecurrentFnOutput(
+            chance_logits=out.chance_logits, afterstate_value=out.afterstate_value), after
+
+    def mctx_chance_fn(params, rng_key, outcome, after):
+        out, state = chance_fn(params, rng_key, outcome, after)
+        logits = out.action_logits
+        if mask_illegal:
+            logits = jnp.where(out.legal_action_mask, logits, jnp.finfo(jnp.float32).min)
+        return mctx.ChanceRecurrentFnOutput(action_logits=logits, value=out.value,
+                                            reward=out.reward, discount=out.discount), state
+
+    return mctx_decision_fn, mctx_chance_fn
+
+
 def search_impls(recurrent_fn: Callable, root: Any, params: Any, num_simulations: int,
                  cfg: Config, invalid_actions: jax.Array | None = None,
                  mctx_recurrent_fn: Callable | None = None,
@@ -735,16 +760,7 @@ def stochastic_chance_nodes(cfg: Config) -> WorkloadResult:
         root, decision_fn, chance_fn = stochastic_games.hashed_game(
             batch, num_actions, num_outcomes)
 
-        def mctx_decision_fn(params, rng_key, action, state, decision_fn=decision_fn):
-            out, after = decision_fn(params, rng_key, action, state)
-            return mctx.DecisionRecurrentFnOutput(
-                chance_logits=out.chance_logits, afterstate_value=out.afterstate_value), after
-
-        def mctx_chance_fn(params, rng_key, outcome, after, chance_fn=chance_fn):
-            out, state = chance_fn(params, rng_key, outcome, after)
-            return mctx.ChanceRecurrentFnOutput(
-                action_logits=out.action_logits, value=out.value, reward=out.reward,
-                discount=out.discount), state
+        mctx_decision_fn, mctx_chance_fn = mctx_stochastic_fns(decision_fn, chance_fn)
 
         def ours(params, rng_key, root, sims=sims, decision_fn=mctx_decision_fn,
                  chance_fn=mctx_chance_fn):

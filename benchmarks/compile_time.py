@@ -106,12 +106,12 @@ def game2048_step(name: str, batch: int, sims: int) -> tuple[Callable, tuple]:
     """``(step, args)`` of a 2048 step: a 2 x 32 ResNet on the one-hot board as the
     value, :func:`jaxpuct.envs.pgx_2048.make_search_fns` as the model, ``env.step``."""
     import jax
-    import jax.numpy as jnp
     import mctx
     import pgx
     from flax import nnx
 
     import jaxpuct
+    from benchmarks.compare_mctx import mctx_stochastic_fns
     from benchmarks.selfplay_step import NETS
     from jaxpuct.alphazero import networks
     from jaxpuct.envs import pgx_2048
@@ -130,19 +130,6 @@ def game2048_step(name: str, batch: int, sims: int) -> tuple[Callable, tuple]:
             return networks.apply(graphdef, params, obs)[1]
         return pgx_2048.make_search_fns(value_fn)
 
-    def mctx_fns(decision_fn, chance_fn):
-        def mctx_decision_fn(p, k, action, state):
-            out, after = decision_fn(p, k, action, state)
-            return mctx.DecisionRecurrentFnOutput(
-                chance_logits=out.chance_logits, afterstate_value=out.afterstate_value), after
-
-        def mctx_chance_fn(p, k, outcome, after):
-            out, state = chance_fn(p, k, outcome, after)
-            return mctx.ChanceRecurrentFnOutput(
-                action_logits=jnp.where(out.legal_action_mask, out.action_logits,
-                                        jnp.finfo(jnp.float32).min),
-                value=out.value, reward=out.reward, discount=out.discount), state
-        return mctx_decision_fn, mctx_chance_fn
 
     def step(params, rng_key, state):
         root_fn, decision_fn, chance_fn = fns(params)
@@ -151,7 +138,7 @@ def game2048_step(name: str, batch: int, sims: int) -> tuple[Callable, tuple]:
             action = jaxpuct.stochastic_policy(params, rng_key, root, decision_fn, chance_fn,
                                                sims).action
         else:
-            d, c = mctx_fns(decision_fn, chance_fn)
+            d, c = mctx_stochastic_fns(decision_fn, chance_fn, mask_illegal=True)
             action = mctx.stochastic_muzero_policy(
                 params, rng_key, mctx.RootFnOutput(prior_logits=root.prior_logits,
                                                    value=root.value, embedding=root.embedding),

@@ -385,7 +385,7 @@ def searches(batch: int, num_actions: int, sims: int) -> dict[str, tuple[Callabl
     import mctx
 
     import jaxpuct
-    from benchmarks.compare_mctx import mctx_recurrent_fn, mctx_root
+    from benchmarks.compare_mctx import mctx_recurrent_fn, mctx_root, mctx_stochastic_fns
     from jaxpuct.testing import stochastic_games, synthetic
 
     root, game_fn = synthetic.synthetic_game(batch, num_actions)
@@ -393,16 +393,7 @@ def searches(batch: int, num_actions: int, sims: int) -> dict[str, tuple[Callabl
     mroot = mctx_root(root)
     sroot, decision_fn, chance_fn = stochastic_games.hashed_game(batch, num_actions, 32)
 
-    def mctx_decision_fn(params, rng_key, action, state):
-        out, after = decision_fn(params, rng_key, action, state)
-        return mctx.DecisionRecurrentFnOutput(
-            chance_logits=out.chance_logits, afterstate_value=out.afterstate_value), after
-
-    def mctx_chance_fn(params, rng_key, outcome, after):
-        out, state = chance_fn(params, rng_key, outcome, after)
-        return mctx.ChanceRecurrentFnOutput(
-            action_logits=out.action_logits, value=out.value, reward=out.reward,
-            discount=out.discount), state
+    mctx_decision_fn, mctx_chance_fn = mctx_stochastic_fns(decision_fn, chance_fn)
 
     msroot = mctx.RootFnOutput(prior_logits=sroot.prior_logits, value=sroot.value,
                                embedding=sroot.embedding)
