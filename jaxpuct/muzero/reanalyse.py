@@ -73,8 +73,8 @@ def searched_positions(unroll_steps: int, td_steps: int, bootstrap: bool) -> tup
 
 
 def reanalyse_batch(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: jax.Array,
-              search_fn: SearchFn, *, fraction: float, unroll_steps: int, td_steps: int,
-              discount: float, bootstrap: bool = True) -> Batch:
+                    search_fn: SearchFn, *, fraction: float, unroll_steps: int,
+                    td_steps: int, discount: float, bootstrap: bool = True) -> Batch:
     """``batch`` with its first ``round(fraction * B)`` rows' targets made anew.
 
     Args:
