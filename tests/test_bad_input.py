@@ -8,6 +8,7 @@ is in ``test_bad_values.py``."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jax
@@ -106,12 +107,31 @@ def _to_dot(tree):
 
 
 _KEY = jax.random.PRNGKey(0)
-_SMALL_TREE = jaxpuct.init_tree(_bandit_root(), 5)
-_OTHER_BATCH_TREE = jaxpuct.init_tree(_bandit_root(batch=B + 1), 5)
-_OTHER_ACTIONS_TREE = jaxpuct.init_tree(
-    jaxpuct.RootFnOutput(prior_logits=jnp.zeros((B, A + 1)), value=jnp.zeros(B),
-                         embedding=jnp.zeros(B, jnp.int32)), 5)
-_POLICY_OUTPUT = _bandit_policy()
+
+
+# Built on first use, not at import: both pytest workers import every test module
+# while collecting, and these took 5 s of the collection's CPU.
+@functools.cache
+def _small_tree():
+    return jaxpuct.init_tree(_bandit_root(), 5)
+
+
+@functools.cache
+def _other_batch_tree():
+    return jaxpuct.init_tree(_bandit_root(batch=B + 1), 5)
+
+
+@functools.cache
+def _other_actions_tree():
+    return jaxpuct.init_tree(
+        jaxpuct.RootFnOutput(prior_logits=jnp.zeros((B, A + 1)), value=jnp.zeros(B),
+                             embedding=jnp.zeros(B, jnp.int32)), 5)
+
+
+@functools.cache
+def _policy_output():
+    return _bandit_policy()
+
 
 # ------------------------------------------------------------------ trace-time errors
 
@@ -214,20 +234,20 @@ CASES = [
     ("dirichlet_alpha array <= 0", lambda: _bandit_policy(dirichlet_fraction=0.25,
                                                           dirichlet_alpha=np.float32(0.0)),
      ["dirichlet_alpha", "> 0"], True),
-    ("subtree action [B+1]", lambda: jaxpuct.subtree(_SMALL_TREE, jnp.zeros(B + 1, int)),
+    ("subtree action [B+1]", lambda: jaxpuct.subtree(_small_tree(), jnp.zeros(B + 1, int)),
      ["action", str([B]), str([B + 1])], True),
     ("recurrent_fn returns only its output", lambda: _bandit_policy(recurrent_fn=_only_output),
      ["recurrent_fn", "pair", "RecurrentFnOutput"], True),
-    ("tree from another batch size", lambda: _bandit_policy(tree=_OTHER_BATCH_TREE),
+    ("tree from another batch size", lambda: _bandit_policy(tree=_other_batch_tree()),
      ["tree", "batch size 3", "B=2"], True),
     ("search: tree with another action count than root", lambda: jaxpuct.search(
         None, jax.random.PRNGKey(0), _bandit_root(), _bandit_recurrent_fn, 4,
-        tree=_OTHER_ACTIONS_TREE), ["tree", "4 actions", "num_actions=3"], True),
+        tree=_other_actions_tree()), ["tree", "4 actions", "num_actions=3"], True),
     ("tree with another action count", lambda: jaxpuct.search(
-        None, jax.random.PRNGKey(0), None, _bandit_recurrent_fn, 4, tree=_OTHER_ACTIONS_TREE,
+        None, jax.random.PRNGKey(0), None, _bandit_recurrent_fn, 4, tree=_other_actions_tree(),
         invalid_actions=jnp.zeros((B, A), bool)), ["invalid_actions", str([B, A + 1])], True),
     ("tree and root disagree on actions", lambda: jaxpuct.subtree_or_init(
-        _OTHER_ACTIONS_TREE, jnp.zeros(B, int), _bandit_root()), ["tree", "actions"], True),
+        _other_actions_tree(), jnp.zeros(B, int), _bandit_root()), ["tree", "actions"], True),
     ("embedding dtype changes", lambda: _bandit_policy(recurrent_fn=_float_embedding),
      ["embedding", "int32", "float32"], True),
     ("batch size 0", lambda: _bandit_policy(root=_bandit_root(batch=0)),
@@ -276,11 +296,11 @@ CASES = [
         _mctx_tree(), jnp.zeros((B, 1), jnp.int32)), ["mctx.Tree"], True),
     ("subtree_or_init(mctx tree)", lambda: jaxpuct.subtree_or_init(
         _mctx_tree(), jnp.zeros(B, jnp.int32), _bandit_root()), ["mctx.Tree"], True),
-    ("subtree(policy output)", lambda: jaxpuct.subtree(_POLICY_OUTPUT, jnp.zeros(B, jnp.int32)),
+    ("subtree(policy output)", lambda: jaxpuct.subtree(_policy_output(), jnp.zeros(B, jnp.int32)),
      ["PolicyOutput", ".search_tree"], True),
-    ("to_dot(policy output)", lambda: _to_dot(_POLICY_OUTPUT),
+    ("to_dot(policy output)", lambda: _to_dot(_policy_output()),
      ["tree", "PolicyOutput", ".search_tree"], True),
-    ("to_dot under jit", lambda: jax.jit(lambda t: len(_to_dot(t)))(_POLICY_OUTPUT.search_tree),
+    ("to_dot under jit", lambda: jax.jit(lambda t: len(_to_dot(t)))(_policy_output().search_tree),
      ["tree", "concrete", "jax.jit"], True),
     ("recurrent_fn returns a dict", lambda: _bandit_policy(recurrent_fn=_dict_output),
      ["recurrent_fn", "RecurrentFnOutput", "dict", "'reward'"], True),
@@ -346,4 +366,4 @@ def test_tree_from_another_batch_size_without_root_names_the_batch_size_of_the_t
     # No root to compare with: the per-element keys are checked against the tree.
     with pytest.raises(ValueError, match=r"rng_key must be one key or a batch of B=3 keys"):
         jaxpuct.alphazero_policy(None, jax.random.split(jax.random.PRNGKey(0), B), None,
-                                 _bandit_recurrent_fn, 4, tree=_OTHER_BATCH_TREE)
+                                 _bandit_recurrent_fn, 4, tree=_other_batch_tree())

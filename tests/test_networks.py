@@ -33,21 +33,37 @@ def _mlp() -> networks.MLPPolicyValue:
     return networks.MLPPolicyValue(NUM_ACTIONS, OBS_SHAPE, hidden=(16, 16), rngs=_rngs())
 
 
-MODELS = {"resnet_layer": _resnet("layer"), "resnet_batch": _resnet("batch"), "mlp": _mlp()}
-SPLIT = {name: networks.split(model) for name, model in MODELS.items()}
-# One jitted apply per model, shared by the tests (graphdef is static: closed over).
-APPLY = {name: jax.jit(functools.partial(networks.apply, graphdef))
-         for name, (graphdef, _) in SPLIT.items()}
+_BUILD = {"resnet_layer": lambda: _resnet("layer"), "resnet_batch": lambda: _resnet("batch"),
+          "mlp": _mlp}
+NAMES = sorted(_BUILD)
+
+
+# Built on first use, not at import: both pytest workers import every test module
+# while collecting (the three networks' initialisation took 1.9 s of it).
+@functools.cache
+def _model(name: str):
+    return _BUILD[name]()
+
+
+@functools.cache
+def _split(name: str):
+    return networks.split(_model(name))
+
+
+@functools.cache
+def _apply(name: str):
+    """One jitted apply per model, shared by the tests (graphdef is static: closed over)."""
+    return jax.jit(functools.partial(networks.apply, _split(name)[0]))
 
 
 def _obs(batch: int = BATCH, seed: int = 0) -> jax.Array:
     return jax.random.normal(jax.random.PRNGKey(seed), (batch, *OBS_SHAPE))
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", NAMES)
 def test_shapes_and_value_range(name):
-    _, state = SPLIT[name]
-    logits, value = APPLY[name](state, 3.0 * _obs())
+    _, state = _split(name)
+    logits, value = _apply(name)(state, 3.0 * _obs())
     assert logits.shape == (BATCH, NUM_ACTIONS) and logits.dtype == jnp.float32
     assert value.shape == (BATCH,) and value.dtype == jnp.float32
     assert np.all(np.isfinite(logits))
@@ -55,24 +71,24 @@ def test_shapes_and_value_range(name):
     assert np.std(np.asarray(value)) > 0  # the value depends on the input
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", NAMES)
 def test_apply_is_per_sample(name):
-    _, state = SPLIT[name]
+    _, state = _split(name)
     obs = _obs()
-    logits, value = APPLY[name](state, obs)
+    logits, value = _apply(name)(state, obs)
     # Each sample's output does not depend on the rest of the batch (inference
     # mode, BatchNorm included), so a batched search equals its elements searched
     # alone.
-    alone_logits, alone_value = APPLY[name](state, jnp.concatenate([obs[2:3]] * BATCH))
+    alone_logits, alone_value = _apply(name)(state, jnp.concatenate([obs[2:3]] * BATCH))
     np.testing.assert_allclose(alone_logits[0], logits[2], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(alone_value[0], value[2], rtol=1e-5, atol=1e-5)
 
 
 def test_apply_matches_model_call_and_accepts_flat_observations():
-    graphdef, state = SPLIT["mlp"]
+    graphdef, state = _split("mlp")
     obs = _obs()
-    logits, value = APPLY["mlp"](state, obs)
-    ref_logits, ref_value = MODELS["mlp"](obs)
+    logits, value = _apply("mlp")(state, obs)
+    ref_logits, ref_value = _model("mlp")(obs)
     np.testing.assert_allclose(logits, ref_logits, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(value, ref_value, rtol=1e-5, atol=1e-5)
     flat_logits, flat_value = networks.apply(graphdef, state, obs.reshape(BATCH, -1))
@@ -109,9 +125,9 @@ def test_mlp_rejects_bad_sizes(kwargs):
 
 @pytest.mark.parametrize("name", ["resnet_layer", "mlp"])
 def test_wrong_observation_shape_raises(name):
-    _, state = SPLIT[name]
+    _, state = _split(name)
     with pytest.raises(ValueError, match="expected observations"):
-        APPLY[name](state, jnp.zeros((2, 4, 4, 2)))
+        _apply(name)(state, jnp.zeros((2, 4, 4, 2)))
 
 
 def _loss(logits, value, target_policy, target_value):
@@ -128,7 +144,7 @@ def _targets():
 
 @pytest.mark.parametrize("name", ["resnet_layer", "mlp"])
 def test_functional_gradient_step_lowers_loss(name):
-    graphdef, state = SPLIT[name]
+    graphdef, state = _split(name)
     obs = _obs()
     target_policy, target_value = _targets()
     optimizer = optax.sgd(0.1)
@@ -150,7 +166,7 @@ def test_functional_gradient_step_lowers_loss(name):
     assert losses[-1] < losses[0]
     # The split state is not modified in place.
     assert jax.tree_util.tree_all(jax.tree_util.tree_map(
-        lambda a, b: bool(jnp.all(a == b)), state, SPLIT[name][1]))
+        lambda a, b: bool(jnp.all(a == b)), state, _split(name)[1]))
 
 
 def test_batchnorm_training_updates_statistics_and_lowers_loss():
