@@ -542,7 +542,9 @@ def _space_for(root: Any, tree: Tree | None, action_space: Any) -> ActionSpace:
 
 def _check_num_samples(num_samples: int, space: ActionSpace) -> None:
     validation.check_int("num_samples", num_samples, 1)
-    if isinstance(space, DiscreteActions) and num_samples > space.num_actions:
+    # FactoredActions too: its beam search returns at most A joint actions.
+    if (isinstance(space, (DiscreteActions, FactoredActions))
+            and num_samples > space.num_actions):
         raise ValueError(
             f"num_samples must be <= the number of actions A={space.num_actions} (samples "
             f"are drawn without replacement), got num_samples={num_samples}; "
@@ -666,7 +668,8 @@ def sampled_policy(
     if num_samples is None:
         num_samples = (tree.sampled.num_samples if tree is not None and tree.sampled
                        else min(DEFAULT_NUM_SAMPLES, space.num_actions)
-                       if isinstance(space, DiscreteActions) else DEFAULT_NUM_SAMPLES)
+                       if isinstance(space, (DiscreteActions, FactoredActions))
+                       else DEFAULT_NUM_SAMPLES)
     _check_num_samples(num_samples, space)
     layout = SampledLayout(num_samples=num_samples, space=space,
                            prior_correction=prior_correction)
@@ -767,8 +770,10 @@ def sampled_gumbel_policy(
     docstring). The target ``action_weights [B, K]`` is the improved policy
     ``softmax(log π + σ(q̂))`` over the root's samples.
 
-    Discrete actions only (a Gaussian's i.i.d. samples come with no Gumbel
-    ranking; refused). ``gumbel_scale`` scales the halving's ``g``, not the
+    Discrete actions only, :class:`DiscreteActions` or :class:`FactoredActions`
+    (whose stochastic beam search returns the same perturbed values
+    ``log π + g`` of its samples); a Gaussian's i.i.d. samples come with no
+    Gumbel ranking (refused). ``gumbel_scale`` scales the halving's ``g``, not the
     sampling. A continued ``tree`` is refused: sequential halving plans a fresh
     draw, and a reused root keeps the samples of an earlier one. Other arguments
     as :func:`sampled_policy` and :func:`jaxpuct.gumbel_policy` (``leaves_per_step``
@@ -789,7 +794,7 @@ def sampled_gumbel_policy(
             "continue with sampled_policy.")
     validation.check_choice("prior_correction", prior_correction, PRIOR_CORRECTIONS)
     space = _space_for(root, None, action_space)
-    if not isinstance(space, DiscreteActions):
+    if not isinstance(space, (DiscreteActions, FactoredActions)):
         raise ValueError(
             f"sampled_gumbel_policy needs discrete actions, got action_space={space!r}: "
             "the Gumbel root ranks samples drawn by Gumbel-top-K, and i.i.d. Gaussian "
