@@ -435,6 +435,35 @@ class GaussianActions:
 ActionSpace = DiscreteActions | FactoredActions | GaussianActions
 
 
+def _refuse_joint_mask(space: ActionSpace, name: str, mask: Any) -> None:
+    """A ``ValueError`` for a mask over the ``A`` joint actions of
+    :class:`FactoredActions` (``name`` of ``mask``, ``[B, A]``): its masks are
+    over factor values, ``[B, Σ n_f]``.
+
+    A joint mask that is not a product of factor masks (two agents on one cell)
+    is refused rather than supported: stochastic beam search draws the
+    Gumbel-top-``K`` of the product policy factor by factor, and a joint
+    constraint is known only for complete joint actions. Rejection would work in
+    principle (draw the top ``W > K`` of the product, keep the first ``K`` that
+    pass, threshold ``κ`` the larger of the ``(K + 1)``-th passing value and
+    the ``(W + 1)``-th overall, which keeps ``E[1[a ∈ S] / q(a)] = 1``), but
+    ``W`` would have to exceed the number of rejected joint actions ranked above
+    the ``K``-th passing one, which no bound limits, and the constraint would
+    need the new node's state in the sampler.
+    """
+    if (isinstance(space, FactoredActions) and mask is not None
+            and space.num_actions != space.params_width
+            and mask.shape[-1:] == (space.num_actions,)):
+        raise ValueError(
+            f"{name} has {space.num_actions} columns, one per joint action, got shape "
+            f"{list(mask.shape)}; FactoredActions({space.factor_sizes}) masks factor "
+            f"values: [B, {space.params_width}]. A joint-action mask that is not a product "
+            "of factor masks cannot be drawn from factor by factor: search the "
+            f"[B, {space.num_actions}] joint logits with DiscreteActions("
+            f"{space.num_actions}), or make such joint actions void, terminal or "
+            "penalised in recurrent_fn.")
+
+
 # ---------------------------------------------------------------------- expander
 
 
@@ -474,8 +503,9 @@ class SampledExpander:
         output, state = validation.unpack_recurrent_result(
             self.recurrent_fn(params, rng_key, taken, embedding.state))
         width = space.params_width
-        validation.check_recurrent_output(output, state, rows, width, embedding.state)
         legal = getattr(output, "legal_action_mask", None)
+        _refuse_joint_mask(space, "recurrent_fn output .legal_action_mask", legal)
+        validation.check_recurrent_output(output, state, rows, width, embedding.state)
         legal = (jnp.ones((rows, width), jnp.bool_) if legal is None
                  else legal.astype(jnp.bool_))
         terminal = getattr(output, "terminal", None)
@@ -665,6 +695,8 @@ def sampled_policy(
     validation.check_choice("prior_correction", prior_correction, PRIOR_CORRECTIONS)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
     space = _space_for(root, tree, action_space)
+    _refuse_joint_mask(space, "root.legal_action_mask", getattr(root, "legal_action_mask", None))
+    _refuse_joint_mask(space, "invalid_actions", invalid_actions)
     if num_samples is None:
         num_samples = (tree.sampled.num_samples if tree is not None and tree.sampled
                        else min(DEFAULT_NUM_SAMPLES, space.num_actions)
@@ -794,6 +826,8 @@ def sampled_gumbel_policy(
             "continue with sampled_policy.")
     validation.check_choice("prior_correction", prior_correction, PRIOR_CORRECTIONS)
     space = _space_for(root, None, action_space)
+    _refuse_joint_mask(space, "root.legal_action_mask", getattr(root, "legal_action_mask", None))
+    _refuse_joint_mask(space, "invalid_actions", invalid_actions)
     if not isinstance(space, (DiscreteActions, FactoredActions)):
         raise ValueError(
             f"sampled_gumbel_policy needs discrete actions, got action_space={space!r}: "

@@ -350,11 +350,18 @@ def test_gaussian_log_prob_is_the_normal_density():
 # ------------------------------------------------------------------ bad input
 
 
+_FACTORED_ROOT = jaxpuct.RootFnOutput(prior_logits=jnp.zeros((B, 5)), value=jnp.zeros(B),
+                                     embedding=_IDS, legal_action_mask=jnp.ones((B, 5), bool))
+
+
 def _call(**kw):
     args = dict(num_samples=K)
     args.update(kw)
     root = args.pop("root", _root(_IDS))
-    return sampled_policy(None, jax.random.PRNGKey(0), root, _recurrent_fn, S, **args)
+    # Traced, never run: every refusal is at trace time, and an eager call would
+    # compile each operation before the one that refuses.
+    return jax.jit(lambda key: sampled_policy(None, key, root, _recurrent_fn, S, **args))(
+        jax.random.PRNGKey(0))
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -371,6 +378,16 @@ def _call(**kw):
         invalid_actions=jnp.zeros((B, 6), bool)), ["invalid_actions", "discrete"]),
     (dict(invalid_actions=jnp.zeros((B, A + 1), bool)), ["invalid_actions", "[4, 6]"]),
     (dict(final_move="gumbel"), ["final_move"]),
+    # Factored actions: more samples than joint actions, and masks over the joint
+    # actions (not a product of factor masks) at the root and from recurrent_fn
+    # (whose mask here is [B, 6], one column per joint action).
+    (dict(action_space=sampled.FactoredActions((2, 3)), num_samples=7,
+          root=_FACTORED_ROOT), ["num_samples", "A=6"]),
+    (dict(action_space=sampled.FactoredActions((2, 3)), root=_FACTORED_ROOT.replace(
+        legal_action_mask=jnp.ones((B, 6), bool))),
+     ["root.legal_action_mask", "joint action", "[B, 5]", "DiscreteActions(6)"]),
+    (dict(action_space=sampled.FactoredActions((2, 3)), root=_FACTORED_ROOT),
+     ["recurrent_fn output .legal_action_mask", "joint action", "[B, 5]"]),
 ])
 def test_bad_input_is_refused_by_name(kw, words):
     with pytest.raises(ValueError) as info:
