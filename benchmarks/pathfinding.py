@@ -17,13 +17,14 @@ each agent's moves towards its goal (``exp(+1)`` against ``exp(0)`` to stay and
 (``FactoredActions((5, 5, 5, 5))``, stochastic beam search); PUCT with min-max
 normalised Q, τ = 0, no noise, ``max_depth`` = the step limit.
 
-Two budgets: the same ``S`` for all, and equal time: each sampled search gets
-the ``S`` (a multiple of 16) whose measured seconds per move come nearest to
-full width's at its ``S``, from a calibration of a few moves. Reported per
-search: the success rate (all agents at their goals within the step limit), the
-mean cost over the optimum on the instances it solved, the number solved at the
-optimal cost, and the median seconds per move (one batched call over all
-instances, compiled beforehand).
+Two budgets: the same ``S`` for all, and equal time: each sampled search again
+at each ``S`` of ``--sweep`` (32, 128, 256), the row whose seconds per move come
+nearest to full width's at its ``S`` marked ``*``. Reported per search: the
+success rate (all agents at their goals within the step limit), the mean cost
+over the optimum on the instances it solved, the number solved at the optimal
+cost, and the seconds per move: the median of ``--reps`` calls at the start
+states (one batched call over all instances, compiled beforehand), all searches
+timed in turn round by round so that the machine's load drifts over them alike.
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ def planner(name: str, num_samples: int, num_simulations: int, step_limit: int
 _step = jax.jit(pf.step)
 
 
-def episode(plan: Callable, params: pf.Instances, step_limit: int, seed: int,
-            max_moves: int | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+def episode(plan: Callable, params: pf.Instances, step_limit: int, seed: int
+            ) -> tuple[np.ndarray, np.ndarray, float]:
     """All instances played move by move: ``(solved [I], cost [I], median
-    seconds per move)``; ``max_moves`` stops early (calibration)."""
+    seconds per move)``."""
     count = params.start.shape[0]
     state = pf.State(cells=jnp.asarray(params.start), instance=jnp.arange(count,
                                                                           dtype=jnp.int32))
@@ -84,7 +85,7 @@ def episode(plan: Callable, params: pf.Instances, step_limit: int, seed: int,
     key = jax.random.PRNGKey(seed)
     jax.block_until_ready(plan(params, key, state))  # compile
     times = []
-    for t in range(step_limit if max_moves is None else max_moves):
+    for t in range(step_limit):
         begin = time.perf_counter()
         action = jax.block_until_ready(plan(params, jax.random.fold_in(key, t), state))
         times.append(time.perf_counter() - begin)
@@ -110,11 +111,14 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=64)
     parser.add_argument("--samples", type=int, nargs="+", default=[16, 32])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-equal-time", action="store_true")
+    parser.add_argument("--reps", type=int, default=5, help="timed calls per search")
+    parser.add_argument("--sweep", type=int, nargs="*", default=[32, 128, 256],
+                        help="simulation counts for the equal-time sweep (none: skip)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     args = parser.parse_args()
     if args.quick:
         args.instances, args.simulations, args.samples, args.step_limit = 4, 16, [8], 8
+        args.sweep, args.reps = [8, 32], 2
     params = pf.make_instances(args.instances, args.size, args.agents, args.obstacles,
                                args.seed)
     begin = time.process_time()
@@ -126,38 +130,52 @@ def main() -> None:
           f"{args.step_limit}; A* in {time.process_time() - begin:.1f} CPU-s; optimum "
           f"mean {optimum.mean():.2f}, above the sum of distances on "
           f"{int(np.sum(optimum > lower))}; on {jax.devices()[0].platform}")
+    configs = [("full", 0, args.simulations)]
+    configs += [(name, k, args.simulations) for name in ("joint", "factored")
+                for k in args.samples]
+    configs += [(name, k, sims) for name in ("joint", "factored") for k in args.samples
+                for sims in args.sweep if sims != args.simulations]
+    plans, results = {}, {}
+    for config in configs:
+        plans[config] = planner(config[0], config[1], config[2], args.step_limit)
+        solved, cost, _ = episode(plans[config], params, args.step_limit, args.seed)
+        results[config] = (solved, cost)
+    # Seconds per move: every search timed at the start states, interleaved round
+    # by round so that the machine's load drifts over all of them alike.
+    state = pf.State(cells=jnp.asarray(params.start),
+                     instance=jnp.arange(args.instances, dtype=jnp.int32))
+    key = jax.random.PRNGKey(args.seed)
+    times: dict[tuple[str, int, int], list[float]] = {c: [] for c in configs}
+    for _ in range(args.reps):
+        for config in configs:
+            begin = time.perf_counter()
+            jax.block_until_ready(plans[config](params, key, state))
+            times[config].append(time.perf_counter() - begin)
+    seconds = {c: statistics.median(t) for c, t in times.items()}
+    full = seconds[configs[0]]
+    nearest = {}
+    for config in configs[1:]:
+        group = (config[0], config[1])
+        if group not in nearest or abs(seconds[config] - full) < abs(
+                seconds[nearest[group]] - full):
+            nearest[group] = config
+    hard = optimum > lower  # the agents must give way to each other
     print(f"{'search':>14} {'S':>5} {'solved':>7} {'cost/opt':>9} {'optimal':>8} "
-          f"{'s/move':>8}")
-
-    def report(name: str, k: int, sims: int) -> float:
-        plan = planner(name, k, sims, args.step_limit)
-        solved, cost, seconds = episode(plan, params, args.step_limit, args.seed)
+          f"{'hard solved':>12} {'hard c/opt':>11} {'s/move':>8} {'/ full':>7}"
+          "  (* the S nearest full width's time)")
+    for config in sorted(configs, key=lambda c: (c[0] != "full", c[0], c[1], c[2])):
+        solved, cost = results[config]
         ratio = cost[solved] / np.maximum(optimum[solved], 1.0)
+        name, k, sims = config
         label = "full width" if name == "full" else f"{name} K={k}"
+        mark = " *" if nearest.get((name, k)) == config else ""
+        hard_ratio = cost[solved & hard] / optimum[solved & hard]
         print(f"{label:>14} {sims:>5} {solved.mean():>7.2f} "
               f"{ratio.mean() if solved.any() else float('nan'):>9.3f} "
-              f"{int(np.sum(solved & (cost == optimum))):>8} {seconds:>8.3f}", flush=True)
-        return seconds
-
-    full_seconds = report("full", 0, args.simulations)
-    for name in ("joint", "factored"):
-        for k in args.samples:
-            report(name, k, args.simulations)
-    if args.no_equal_time:
-        return
-    print(f"equal time: S per sampled search from {full_seconds:.3f} s per move")
-    for name in ("joint", "factored"):
-        for k in args.samples:
-            # Calibrate from a few moves at S and 4S: time is affine in S.
-            probe = []
-            for sims in (args.simulations, 4 * args.simulations):
-                probe.append(episode(planner(name, k, sims, args.step_limit), params,
-                                     args.step_limit, args.seed, max_moves=3)[2])
-            slope = max((probe[1] - probe[0]) / (3 * args.simulations), 1e-9)
-            sims = args.simulations + (full_seconds - probe[0]) / slope
-            sims = int(max(16, round(sims / 16) * 16))
-            report(name, k, sims)
-
+              f"{int(np.sum(solved & (cost == optimum))):>8} "
+              f"{int(np.sum(solved & hard)):>9}/{int(hard.sum()):<2} "
+              f"{hard_ratio.mean() if hard_ratio.size else float('nan'):>11.3f} "
+              f"{seconds[config]:>8.3f} {seconds[config] / full:>7.2f}{mark}", flush=True)
 
 if __name__ == "__main__":
     main()

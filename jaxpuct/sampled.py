@@ -443,13 +443,16 @@ def _refuse_joint_mask(space: ActionSpace, name: str, mask: Any) -> None:
     A joint mask that is not a product of factor masks (two agents on one cell)
     is refused rather than supported: stochastic beam search draws the
     Gumbel-top-``K`` of the product policy factor by factor, and a joint
-    constraint is known only for complete joint actions. Rejection would work in
-    principle (draw the top ``W > K`` of the product, keep the first ``K`` that
-    pass, threshold ``κ`` the larger of the ``(K + 1)``-th passing value and
-    the ``(W + 1)``-th overall, which keeps ``E[1[a ∈ S] / q(a)] = 1``), but
-    ``W`` would have to exceed the number of rejected joint actions ranked above
-    the ``K``-th passing one, which no bound limits, and the constraint would
-    need the new node's state in the sampler.
+    constraint is known only for complete joint actions. Rejection is possible
+    in principle: draw the top ``W > K`` of the product, keep the first ``K``
+    that pass, with threshold ``κ`` the larger of the ``(K + 1)``-th passing
+    value and the ``(W + 1)``-th overall (an action is then in the sample
+    exactly when it passes and beats a threshold set by the others, so
+    ``E[1[a ∈ S] / q(a)] = 1`` still holds). But a node where more than
+    ``W - K`` rejected joint actions rank above the ``K``-th passing one gets
+    fewer than ``K`` samples, nothing bounds that number (four agents crowding
+    one corridor reject most joint moves), and the constraint would need the
+    new node's state inside the sampler. Not built.
     """
     if (isinstance(space, FactoredActions) and mask is not None
             and space.num_actions != space.params_width
