@@ -13,7 +13,9 @@
   early stopping, root noise and a banned root action) and continuous trees;
 * a two-level game with 1,000 root actions (:mod:`jaxpuct.testing.two_level`):
   the optimum is returned exactly when it is sampled, at the exact rate;
-* factored joint actions (stochastic beam search) against enumeration;
+* factored joint actions (stochastic beam search) against enumeration, and the
+  Gumbel root over them against NumPy (the considered samples, the
+  completed-Q weights, the move);
 * a continuous 2-D planning problem whose best first action is known: the
   distance of the move to it shrinks as ``S`` and ``K`` grow;
 * bad input raises a ``ValueError`` naming the argument.
