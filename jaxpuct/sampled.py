@@ -435,6 +435,38 @@ class GaussianActions:
 ActionSpace = DiscreteActions | FactoredActions | GaussianActions
 
 
+def _refuse_joint_mask(space: ActionSpace, name: str, mask: Any) -> None:
+    """A ``ValueError`` for a mask over the ``A`` joint actions of
+    :class:`FactoredActions` (``name`` of ``mask``, ``[B, A]``): its masks are
+    over factor values, ``[B, Σ n_f]``.
+
+    A joint mask that is not a product of factor masks (two agents on one cell)
+    is refused rather than supported: stochastic beam search draws the
+    Gumbel-top-``K`` of the product policy factor by factor, and a joint
+    constraint is known only for complete joint actions. Rejection is possible
+    in principle: draw the top ``W > K`` of the product, keep the first ``K``
+    that pass, with threshold ``κ`` the larger of the ``(K + 1)``-th passing
+    value and the ``(W + 1)``-th overall (an action is then in the sample
+    exactly when it passes and beats a threshold set by the others, so
+    ``E[1[a ∈ S] / q(a)] = 1`` still holds). But a node where more than
+    ``W - K`` rejected joint actions rank above the ``K``-th passing one gets
+    fewer than ``K`` samples, nothing bounds that number (four agents crowding
+    one corridor reject most joint moves), and the constraint would need the
+    new node's state inside the sampler. Not built.
+    """
+    if (isinstance(space, FactoredActions) and mask is not None
+            and space.num_actions != space.params_width
+            and mask.shape[-1:] == (space.num_actions,)):
+        raise ValueError(
+            f"{name} has {space.num_actions} columns, one per joint action, got shape "
+            f"{list(mask.shape)}; FactoredActions({space.factor_sizes}) masks factor "
+            f"values: [B, {space.params_width}]. A joint-action mask that is not a product "
+            "of factor masks cannot be drawn from factor by factor: search the "
+            f"[B, {space.num_actions}] joint logits with DiscreteActions("
+            f"{space.num_actions}), or make such joint actions void, terminal or "
+            "penalised in recurrent_fn.")
+
+
 # ---------------------------------------------------------------------- expander
 
 
@@ -474,8 +506,9 @@ class SampledExpander:
         output, state = validation.unpack_recurrent_result(
             self.recurrent_fn(params, rng_key, taken, embedding.state))
         width = space.params_width
-        validation.check_recurrent_output(output, state, rows, width, embedding.state)
         legal = getattr(output, "legal_action_mask", None)
+        _refuse_joint_mask(space, "recurrent_fn output .legal_action_mask", legal)
+        validation.check_recurrent_output(output, state, rows, width, embedding.state)
         legal = (jnp.ones((rows, width), jnp.bool_) if legal is None
                  else legal.astype(jnp.bool_))
         terminal = getattr(output, "terminal", None)
@@ -542,7 +575,9 @@ def _space_for(root: Any, tree: Tree | None, action_space: Any) -> ActionSpace:
 
 def _check_num_samples(num_samples: int, space: ActionSpace) -> None:
     validation.check_int("num_samples", num_samples, 1)
-    if isinstance(space, DiscreteActions) and num_samples > space.num_actions:
+    # FactoredActions too: its beam search returns at most A joint actions.
+    if (isinstance(space, (DiscreteActions, FactoredActions))
+            and num_samples > space.num_actions):
         raise ValueError(
             f"num_samples must be <= the number of actions A={space.num_actions} (samples "
             f"are drawn without replacement), got num_samples={num_samples}; "
@@ -663,10 +698,13 @@ def sampled_policy(
     validation.check_choice("prior_correction", prior_correction, PRIOR_CORRECTIONS)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
     space = _space_for(root, tree, action_space)
+    _refuse_joint_mask(space, "root.legal_action_mask", getattr(root, "legal_action_mask", None))
+    _refuse_joint_mask(space, "invalid_actions", invalid_actions)
     if num_samples is None:
         num_samples = (tree.sampled.num_samples if tree is not None and tree.sampled
                        else min(DEFAULT_NUM_SAMPLES, space.num_actions)
-                       if isinstance(space, DiscreteActions) else DEFAULT_NUM_SAMPLES)
+                       if isinstance(space, (DiscreteActions, FactoredActions))
+                       else DEFAULT_NUM_SAMPLES)
     _check_num_samples(num_samples, space)
     layout = SampledLayout(num_samples=num_samples, space=space,
                            prior_correction=prior_correction)
@@ -767,8 +805,10 @@ def sampled_gumbel_policy(
     docstring). The target ``action_weights [B, K]`` is the improved policy
     ``softmax(log π + σ(q̂))`` over the root's samples.
 
-    Discrete actions only (a Gaussian's i.i.d. samples come with no Gumbel
-    ranking; refused). ``gumbel_scale`` scales the halving's ``g``, not the
+    Discrete actions only, :class:`DiscreteActions` or :class:`FactoredActions`
+    (whose stochastic beam search returns the same perturbed values
+    ``log π + g`` of its samples); a Gaussian's i.i.d. samples come with no
+    Gumbel ranking (refused). ``gumbel_scale`` scales the halving's ``g``, not the
     sampling. A continued ``tree`` is refused: sequential halving plans a fresh
     draw, and a reused root keeps the samples of an earlier one. Other arguments
     as :func:`sampled_policy` and :func:`jaxpuct.gumbel_policy` (``leaves_per_step``
@@ -789,7 +829,9 @@ def sampled_gumbel_policy(
             "continue with sampled_policy.")
     validation.check_choice("prior_correction", prior_correction, PRIOR_CORRECTIONS)
     space = _space_for(root, None, action_space)
-    if not isinstance(space, DiscreteActions):
+    _refuse_joint_mask(space, "root.legal_action_mask", getattr(root, "legal_action_mask", None))
+    _refuse_joint_mask(space, "invalid_actions", invalid_actions)
+    if not isinstance(space, (DiscreteActions, FactoredActions)):
         raise ValueError(
             f"sampled_gumbel_policy needs discrete actions, got action_space={space!r}: "
             "the Gumbel root ranks samples drawn by Gumbel-top-K, and i.i.d. Gaussian "

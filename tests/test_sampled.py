@@ -13,7 +13,9 @@
   early stopping, root noise and a banned root action) and continuous trees;
 * a two-level game with 1,000 root actions (:mod:`jaxpuct.testing.two_level`):
   the optimum is returned exactly when it is sampled, at the exact rate;
-* factored joint actions (stochastic beam search) against enumeration;
+* factored joint actions (stochastic beam search) against enumeration, and the
+  Gumbel root over them against NumPy (the considered samples, the
+  completed-Q weights, the move);
 * a continuous 2-D planning problem whose best first action is known: the
   distance of the move to it shrinks as ``S`` and ``K`` grow;
 * bad input raises a ``ValueError`` naming the argument.
@@ -350,11 +352,18 @@ def test_gaussian_log_prob_is_the_normal_density():
 # ------------------------------------------------------------------ bad input
 
 
+_FACTORED_ROOT = jaxpuct.RootFnOutput(prior_logits=jnp.zeros((B, 5)), value=jnp.zeros(B),
+                                     embedding=_IDS, legal_action_mask=jnp.ones((B, 5), bool))
+
+
 def _call(**kw):
     args = dict(num_samples=K)
     args.update(kw)
     root = args.pop("root", _root(_IDS))
-    return sampled_policy(None, jax.random.PRNGKey(0), root, _recurrent_fn, S, **args)
+    # Traced, never run: every refusal is at trace time, and an eager call would
+    # compile each operation before the one that refuses.
+    return jax.jit(lambda key: sampled_policy(None, key, root, _recurrent_fn, S, **args))(
+        jax.random.PRNGKey(0))
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -371,6 +380,16 @@ def _call(**kw):
         invalid_actions=jnp.zeros((B, 6), bool)), ["invalid_actions", "discrete"]),
     (dict(invalid_actions=jnp.zeros((B, A + 1), bool)), ["invalid_actions", "[4, 6]"]),
     (dict(final_move="gumbel"), ["final_move"]),
+    # Factored actions: more samples than joint actions, and masks over the joint
+    # actions (not a product of factor masks) at the root and from recurrent_fn
+    # (whose mask here is [B, 6], one column per joint action).
+    (dict(action_space=sampled.FactoredActions((2, 3)), num_samples=7,
+          root=_FACTORED_ROOT), ["num_samples", "A=6"]),
+    (dict(action_space=sampled.FactoredActions((2, 3)), root=_FACTORED_ROOT.replace(
+        legal_action_mask=jnp.ones((B, 6), bool))),
+     ["root.legal_action_mask", "joint action", "[B, 5]", "DiscreteActions(6)"]),
+    (dict(action_space=sampled.FactoredActions((2, 3)), root=_FACTORED_ROOT),
+     ["recurrent_fn output .legal_action_mask", "joint action", "[B, 5]"]),
 ])
 def test_bad_input_is_refused_by_name(kw, words):
     with pytest.raises(ValueError) as info:
@@ -457,7 +476,9 @@ def test_factored_draws_are_gumbel_top_k_of_the_joint():
     action's inclusion frequency is within 5 standard errors of the exact
     probability of 2 draws without replacement from the product policy
     (enumerated), the prior weight 1 / q(a) from its threshold κ is unbiased
-    (which needs κ on the scale of log π + g), and the ids decode to the factors."""
+    (which needs κ on the scale of log π + g), the sample of larger ``g + log π``
+    (the stored Gumbel a Gumbel root reads) is distributed as π, and the ids
+    decode to the factors."""
     f0, f1 = np.array([0.7, 0.3]), np.array([0.5, 0.3, 0.2])
     joint = np.outer(f0, f1).reshape(-1)  # id = a0 * 3 + a1
     n = 20000
@@ -478,6 +499,14 @@ def test_factored_draws_are_gumbel_top_k_of_the_joint():
     weights[np.arange(n)[:, None], actions] = inv_q
     mean, err = weights.mean(0), weights.std(0) / np.sqrt(n)
     assert np.all(np.abs(mean - 1.0) < 5 * err), (mean, err)
+    # The Gumbel values a Gumbel root ranks the samples by (perturbed - log π):
+    # the sample with the largest g + log π is a draw from π (Gumbel-max), and
+    # the ranked pair keeps that order.
+    score = samples.gumbel + samples.log_prior
+    first = actions[np.arange(n), np.argmax(score, axis=1)]
+    freq = np.bincount(first, minlength=6) / n
+    se = np.sqrt(joint * (1 - joint) / n)
+    assert np.all(np.abs(freq - joint) < 5 * se), (freq, joint)
     space = sampled.FactoredActions(_FACTORS)
     values = np.asarray(space.decode(jnp.asarray(actions)))
     np.testing.assert_array_equal(values, np.stack([actions // 3, actions % 3], -1))
@@ -493,19 +522,34 @@ def _factored_fn(params, key, action, ids):
     return out.replace(prior_logits=logits, legal_action_mask=legal), new
 
 
-@sc.jit
-def _factored_search(keys, ids):
+def _factored_root(ids):
     root = _root(ids)
-    root = root.replace(prior_logits=root.prior_logits[:, :5],
+    return root.replace(prior_logits=root.prior_logits[:, :5],
                         legal_action_mask=root.legal_action_mask[:, :5].at[:, 0].set(True)
                         .at[:, 2].set(True))
-    return sampled_policy(None, keys, root, _factored_fn, S, num_samples=K,
-                          action_space=sampled.FactoredActions(_FACTORS),
-                          temperature=0.0, dirichlet_fraction=0.0)
+
+
+_GUMBEL_M = 2  # considered root samples: fewer than K, so halving has to choose
+
+
+@sc.jit
+def _factored_search(keys, ids):
+    """PUCT and the Gumbel root over factored samples (one compilation for both
+    tests), and the Gumbel root's draw recomputed from its stored key."""
+    root = _factored_root(ids)
+    space = sampled.FactoredActions(_FACTORS)
+    puct = sampled_policy(None, keys, root, _factored_fn, S, num_samples=K,
+                          action_space=space, temperature=0.0, dirichlet_fraction=0.0)
+    gumbel = sampled.sampled_gumbel_policy(None, keys, root, _factored_fn, S, num_samples=K,
+                                           max_num_considered_actions=_GUMBEL_M,
+                                           action_space=space)
+    draw = space.sample(gumbel.search_tree.embeddings.key[:, 0], root.prior_logits,
+                        root.legal_action_mask, K, "inclusion")
+    return puct, gumbel, draw
 
 
 def test_factored_search_stores_joint_ids_of_legal_factor_values():
-    out = jax.device_get(_factored_search(_KEYS, _IDS))
+    out = jax.device_get(_factored_search(_KEYS, _IDS)[0])
     tree = out.search_tree
     check_tree(tree, S)
     assert tree.sampled.space == sampled.FactoredActions(_FACTORS)
@@ -518,6 +562,51 @@ def test_factored_search_stores_joint_ids_of_legal_factor_values():
             row = acts[b, n][legal[b, n]]
             assert len(set(row.tolist())) == len(row)
         assert out.sampled_actions[b, out.action_slot[b]] == out.action[b]
+
+
+def test_factored_gumbel_root_considers_the_gumbel_top_m_and_returns_completed_q_weights():
+    """sampled_gumbel_policy over FactoredActions (2 x 3 joint actions, K = 4,
+    m = 2, S = 16), against NumPy: the visited root samples are exactly the m
+    largest g + log π of the draw; the root prior is π renormalised over the
+    samples; action_weights is softmax(log π + σ(q̂)) with σ the completed Q
+    (mixed value for the unvisited, min-max rescaled, times 0.1 (50 + max N))
+    recomputed from the tree's visits, rewards, discounts and values; the move
+    is the best g + log π + σ(q̂) among the most visited."""
+    _, out, draw = jax.device_get(_factored_search(_KEYS, _IDS))
+    tree = out.search_tree
+    check_tree(tree, S)
+    assert tree.sampled.space == sampled.FactoredActions(_FACTORS)
+    np.testing.assert_array_equal(out.sampled_actions, draw.actions)
+    for b in range(B):
+        valid = draw.valid[b]
+        considered = min(_GUMBEL_M, int(valid.sum()))
+        pi = np.where(valid, np.exp(draw.log_prior[b]), 0.0)
+        pi = pi / pi.sum()
+        np.testing.assert_allclose(tree.root_prior[b], pi, rtol=1e-5, atol=1e-7)
+        logits = np.log(np.maximum(pi, 1e-30))
+        visits = tree.edge_visits[b, 0].astype(np.float64)
+        ranked = np.argsort(-np.where(valid, draw.gumbel[b] + logits, -np.inf))
+        assert set(np.flatnonzero(visits > 0)) == set(ranked[:considered]), (visits, ranked)
+        assert visits.sum() == S
+        # Completed Q at the root (Danihelka et al. 2022, appendix D).
+        child = tree.children_index[b, 0]
+        has_q = (child >= 0) & (visits > 0)
+        safe = np.maximum(child, 0)
+        q = tree.node_rewards[b, safe] + tree.node_discounts[b, safe] * tree.node_values[
+            b, safe]
+        mixed = (tree.raw_values[b, 0] + visits[has_q].sum() * np.sum(pi[has_q] * q[has_q])
+                 / pi[has_q].sum()) / (visits[has_q].sum() + 1.0)
+        completed = np.where(has_q, q, mixed)
+        completed = (completed - completed.min()) / max(completed.max() - completed.min(),
+                                                        1e-8)
+        sigma = 0.1 * (50.0 + visits.max()) * completed
+        z = np.where(valid, np.exp(logits + sigma - np.max(logits + sigma)), 0.0)
+        np.testing.assert_allclose(out.action_weights[b], z / z.sum(), rtol=1e-4,
+                                   atol=1e-6)
+        score = np.where(valid & (visits == visits.max()),
+                         draw.gumbel[b] + logits - logits.max() + sigma, -np.inf)
+        assert out.action_slot[b] == np.argmax(score)
+        assert out.action[b] == draw.actions[b, out.action_slot[b]]
 
 
 # ------------------------------------------ the two-level oracle (large A, small)

@@ -18,6 +18,8 @@ Submodules:
 * :mod:`jaxpuct.testing.two_level`: a two-level game with many root actions and
   a known optimum, and the exact probability that ``K`` samples drawn without
   replacement contain it (the oracle of sampled search);
+* :mod:`jaxpuct.testing.pathfinding`: multi-agent path finding on a grid (``5^F``
+  joint moves), its JAX model and an exact A* planner;
 * :mod:`jaxpuct.testing.pure_search`: search functions with a uniform prior and a
   zero value for any :class:`jaxpuct.envs.adapter.Environment`;
 * :mod:`jaxpuct.testing.checks`: :func:`check_tree`, structural invariants of a
@@ -27,6 +29,7 @@ Submodules:
 """
 
 from jaxpuct.testing import (
+    pathfinding,
     pure_search,
     random_games,
     stochastic_games,
@@ -64,6 +67,7 @@ __all__ = [
     "mask_illegal_logits",
     "mask_root_logits",
     "masked_logits",
+    "pathfinding",
     "pure_search",
     "random_games",
     "stochastic_games",
