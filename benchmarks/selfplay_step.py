@@ -131,10 +131,19 @@ def game_parts(game_name: str, cfg: StepConfig) -> GameParts:
 
     game = make_pgx_game(game_name)
     net = QUICK_NET if cfg.quick else NETS[game_name]
-    model = networks.ResNetPolicyValue(game.num_actions, game.observation_shape,
-                                       num_blocks=net.num_blocks, channels=net.channels,
-                                       value_hidden=net.value_hidden, rngs=nnx.Rngs(0))
-    graphdef, params = networks.split(model)
+
+    def build():
+        return networks.ResNetPolicyValue(game.num_actions, game.observation_shape,
+                                          num_blocks=net.num_blocks, channels=net.channels,
+                                          value_hidden=net.value_hidden, rngs=nnx.Rngs(0))
+
+    # One jitted initialisation (op by op, every initialiser compiles on its own), or
+    # only its shapes when the steps are traced, not run.
+    graphdef, _ = networks.split(nnx.eval_shape(build))
+    def init():
+        return networks.split(build())[1]
+
+    params = jax.eval_shape(init) if cfg.trace_only else jax.jit(init)()
     apply_fn = functools.partial(networks.apply, graphdef)
     env = game.environment
     recurrent_fn = adapter.make_recurrent_fn(apply_fn, env)
