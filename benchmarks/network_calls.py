@@ -41,9 +41,10 @@ two measured budgets around it; ``>`` the largest measured when never reached).
 ``--c4 N``: connect four (pgx rules, uniform prior and zero value, so only
 terminals inform the search) on ``N`` seeded middle-game positions
 (:func:`jaxpuct.testing.connect_four.endgame_positions` with ``--c4-empty``
-empty cells, solved exactly): the share of value-keeping moves (a move whose
-exact value equals the position's) against evaluations per move, for tree,
-graph, solver and ``K`` leaves.
+empty cells, solved exactly; of ``2 N`` made, the first ``N`` where some legal
+move gives the value away): the share of value-keeping moves (a move whose exact
+value equals the position's) against evaluations per move, for tree, graph,
+solver and ``K`` leaves.
 
     taskset -c 1 python -m benchmarks.network_calls [--sims 8,16,32,64,128,256,512]
         [--features tree,graph,solver,graph+solver,K=4,K=16,reuse] [--evaluators uniform,heuristic]
@@ -261,13 +262,20 @@ def c4_curves(n: int, empty: tuple[int, int], features: list[str], budgets: list
     connect-four positions with ``empty`` empty cells (solved exactly)."""
     from jaxpuct.testing import connect_four as c4
     start = time.process_time()
-    data = c4.endgame_positions(n, min_empty=empty[0], max_empty=empty[1], seed=seed)
+    data = c4.endgame_positions(2 * n, min_empty=empty[0], max_empty=empty[1], seed=seed)
     solve_s = time.process_time() - start
-    print(f"connect four: {n} positions, {empty[0]}-{empty[1]} empty cells, solved in "
-          f"{solve_s:.0f} CPU s; share of positions with a losing move: "
-          f"{np.mean(np.nanmin(data['move_values'], -1) < data['value']):.2f}", flush=True)
-    state = c4.pgx_states(data["moves"])
-    move_values = np.nan_to_num(data["move_values"], nan=-2.0)
+    move_values = np.nan_to_num(data["move_values"], nan=np.inf)  # a full column: never
+    # Only positions where some legal move gives the value away tell searches apart.
+    keep = np.flatnonzero(np.any(move_values < data["value"][:, None], axis=-1))[:n]
+    print(f"connect four: {2 * n} positions with {empty[0]}-{empty[1]} empty cells solved "
+          f"in {solve_s:.0f} CPU s; {len(keep)} kept (some move loses value): values "
+          f"+1/0/-1 {np.mean(data['value'][keep] == 1):.2f}/"
+          f"{np.mean(data['value'][keep] == 0):.2f}/{np.mean(data['value'][keep] == -1):.2f}",
+          flush=True)
+    n = len(keep)
+    value, move_values = data["value"][keep], move_values[keep]
+    state = c4.pgx_states(data["moves"][keep])
+    print_header()
     rows = []
     for feature in features:
         k = _options(feature).get("leaves_per_step", 1)
@@ -276,7 +284,7 @@ def c4_curves(n: int, empty: tuple[int, int], features: list[str], budgets: list
                 continue
             start = time.process_time()
             action, evals = jax.device_get(_c4_decide(state, feature=feature, sims=sims))
-            keeps = move_values[np.arange(n), action] == data["value"]
+            keeps = move_values[np.arange(n), action] == value
             rows.append(dict(feature=feature, evaluator="uniform", sims=sims, steps=sims // k,
                              optimal=float(np.mean(keeps)), evals=float(np.mean(evals)),
                              positions=n, cpu_s=time.process_time() - start))
@@ -318,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", type=int, default=512, help="reuse: games in lockstep")
     parser.add_argument("--levels", default="0.97,0.99")
     parser.add_argument("--c4", type=int, default=0, help="connect-four positions (0: none)")
-    parser.add_argument("--c4-empty", default="18,22", help="min,max empty cells")
+    parser.add_argument("--c4-empty", default="20,24", help="min,max empty cells")
     parser.add_argument("--c4-sims", default="64,256,1024")
     parser.add_argument("--c4-features", default="tree,graph,solver,K=4,K=16")
     args = parser.parse_args(argv)
@@ -340,7 +348,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.c4:
         lo, hi = (int(x) for x in args.c4_empty.split(","))
         print()
-        print_header()
         c4_rows = c4_curves(args.c4, (lo, hi), args.c4_features.split(","),
                             [int(x) for x in args.c4_sims.split(",")])
         print_levels(c4_rows, levels)
