@@ -22,7 +22,8 @@ are those of ``B = 1`` searches, and only the time differs.
 
     taskset -c 1 python -m benchmarks.arena_leaves [--games tic_tac_toe,connect_four]
         [--values zero,rollouts] [--ks 1,4,16] [--sims 1000] [--matches 64]
-        [--jsonl results.jsonl]
+        [--seed 0] [--jsonl results.jsonl]
+    python -m benchmarks.arena_leaves --pool results.jsonl   # matches summed per pairing
 
 Prints one Markdown row per pairing: W/D/L with each colour, the score with its
 Wilson 95% interval, the Elo difference and the wall time.
@@ -77,6 +78,28 @@ def _elo(x: float) -> str:
     return f"{x:+.0f}" if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
 
 
+def pool(path: str) -> None:
+    """Prints, per (game, value, K), the W/D/L of every record of ``path`` (one
+    JSON line per match, ``--jsonl``) summed, with the pooled score's interval."""
+    from jaxpuct.alphazero.scores import match_score
+    groups: dict[tuple, list[dict]] = {}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            groups.setdefault((r["game"], r["value"], r["k"]), []).append(r)
+    print("| game | value | K | seeds | games | first W/D/L | second W/D/L | score, 95% | "
+          "Elo, 95% |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (game, value, k), records in groups.items():
+        first = [sum(r["first"][i] for r in records) for i in range(3)]
+        second = [sum(r["second"][i] for r in records) for i in range(3)]
+        t = match_score(*(a + b for a, b in zip(first, second, strict=True)))
+        seeds = ",".join(str(r["seed"]) for r in records)
+        print(f"| {game} | {value} | {k} | {seeds} | {t.games} | {'/'.join(map(str, first))} | "
+              f"{'/'.join(map(str, second))} | {t.score:.3f} [{t.score_low:.3f}, "
+              f"{t.score_high:.3f}] | {_elo(t.elo)} [{_elo(t.elo_low)}, {_elo(t.elo_high)}] |")
+
+
 def main(argv: list[str] | None = None) -> None:
     from jaxpuct.alphazero import arena
 
@@ -88,7 +111,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--matches", type=int, default=64, help="games per pairing (even)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jsonl", help="append one JSON record per pairing")
+    parser.add_argument("--pool", metavar="JSONL", help="print the matches of this --jsonl "
+                        "file pooled per pairing (summed W/D/L) instead of playing")
     args = parser.parse_args(argv)
+    if args.pool:
+        pool(args.pool)
+        return
     if args.matches < 2 or args.matches % 2:
         parser.error(f"--matches must be even and >= 2, got {args.matches}")
     bot = arena.BotSpec(simulations=args.sims)
