@@ -49,6 +49,7 @@ solver and ``K`` leaves.
     taskset -c 1 python -m benchmarks.network_calls [--sims 8,16,32,64,128,256,512]
         [--features tree,graph,solver,graph+solver,K=4,K=16,reuse] [--evaluators uniform,heuristic]
         [--games 512] [--levels 0.97,0.99] [--c4 64] [--c4-sims 64,256,1024]
+    python -m benchmarks.network_calls --levels-from out1.md out2.md [--sims ...]
 """
 
 from __future__ import annotations
@@ -318,6 +319,26 @@ def print_levels(rows: list[dict], levels: list[float]) -> None:
               + " | ".join(evaluations_to_reach(curve, x) for x in levels) + " |", flush=True)
 
 
+def read_rows(paths: list[str], budgets: set[int] | None = None) -> list[dict]:
+    """The result rows this benchmark printed into the files ``paths`` (its
+    Markdown rows), those at ``budgets`` only if given; of rows repeated for one
+    (evaluator, feature, S), the last."""
+    rows: dict[tuple, dict] = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if len(cells) != 8 or not cells[2].isdigit():
+                    continue
+                r = dict(evaluator=cells[0], feature=cells[1], sims=int(cells[2]),
+                         steps=int(cells[3]), positions=int(cells[4]),
+                         optimal=float(cells[5]), evals=float(cells[6]),
+                         cpu_s=float(cells[7]))
+                if budgets is None or r["sims"] in budgets:
+                    rows[r["evaluator"], r["feature"], r["sims"]] = r
+    return list(rows.values())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sims", default="8,16,32,64,128,256,512")
@@ -329,9 +350,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--c4-empty", default="20,24", help="min,max empty cells")
     parser.add_argument("--c4-sims", default="64,256,1024")
     parser.add_argument("--c4-features", default="tree,graph,solver,K=4,K=16")
+    parser.add_argument("--levels-from", nargs="+", metavar="FILE",
+                        help="print the levels table of the rows in these saved outputs "
+                             "(at the --sims budgets) instead of searching")
     args = parser.parse_args(argv)
     budgets = [int(x) for x in args.sims.split(",")]
     levels = [float(x) for x in args.levels.split(",")]
+    if args.levels_from:
+        rows = read_rows(args.levels_from, set(budgets))
+        print_header()
+        for r in rows:
+            print_row(r)
+        print_levels(rows, levels)
+        return
     print(f"cores {sorted(os.sched_getaffinity(0))}; load average {os.getloadavg()[0]:.1f}; "
           f"jax {jax.__version__}, jaxpuct {jaxpuct.__version__}")
     rows: list[dict] = []
