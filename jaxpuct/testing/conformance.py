@@ -41,6 +41,11 @@ Gaussian (as the search draws them), ``prior_logits`` ``[B, 2D]`` are the
 Gaussian's parameters (mean, then ``log σ``) and must be finite (the search
 would read a non-finite one as 0), and a ``legal_action_mask`` is reported as
 ignored (every vector is an action; terminal states still end the game).
+``FactoredActions((n_1, ..., n_F))``: ``prior_logits`` and ``legal_action_mask``
+are ``[B, n_1 + ... + n_F]`` (factor values, factor 0 first), the moves played are
+``[B]`` int32 joint ids (mixed radix, factor 0 most significant) whose every
+factor value is legal, and a non-terminal state in which one factor has no legal
+value (so no joint action is legal) is an error.
 
 The first failed check raises :class:`ConformanceError`, whose
 message names the field and says what to fix; non-fatal findings are returned in
@@ -58,7 +63,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpuct.sampled import DiscreteActions, GaussianActions
+from jaxpuct.sampled import ActionSpace, DiscreteActions, FactoredActions, GaussianActions
 from jaxpuct.testing._common import RecurrentFn
 
 __all__ = ["ConformanceError", "ConformanceReport", "ConformanceWarning",
@@ -93,7 +98,7 @@ class ConformanceReport:
     Attributes:
       batch_size: ``B``.
       num_actions: ``A``, the width of ``prior_logits`` (``2D`` with
-        ``GaussianActions``).
+        ``GaussianActions``, ``n_1 + ... + n_F`` with ``FactoredActions``).
       num_steps: steps played.
       has_legal_mask: the outputs carry ``legal_action_mask`` (read from the
         output's structure, without playing, when no step was played).
@@ -203,16 +208,15 @@ def _check_gaussian_params(field: str, params: np.ndarray, rows: np.ndarray) -> 
 
 
 def _check_action_space(action_space: Any) -> None:
-    if action_space is not None and not isinstance(action_space,
-                                                   (DiscreteActions, GaussianActions)):
-        raise ValueError("action_space must be None, a jaxpuct.sampled.DiscreteActions or a "
-                         f"jaxpuct.sampled.GaussianActions, got {action_space!r} of type "
-                         f"{type(action_space).__name__}.")
+    if action_space is not None and not isinstance(
+            action_space, (DiscreteActions, FactoredActions, GaussianActions)):
+        raise ValueError("action_space must be None or a jaxpuct.sampled.DiscreteActions, "
+                         "FactoredActions or GaussianActions, got "
+                         f"{action_space!r} of type {type(action_space).__name__}.")
 
 
 def check_root(root: Any, *, num_actions: int | None = None,
-               action_space: DiscreteActions | GaussianActions | None = None
-               ) -> tuple[int, int]:
+               action_space: ActionSpace | None = None) -> tuple[int, int]:
     """Checks a root (``jaxpuct.RootFnOutput``); returns ``(B, A)``.
 
     ``prior_logits`` ``[B, A]`` float, ``value`` ``[B]`` float and finite,
@@ -221,7 +225,8 @@ def check_root(root: Any, *, num_actions: int | None = None,
     or ``+inf``, and ``-inf`` only on illegal actions. With ``action_space`` (a
     sampled search's, :mod:`jaxpuct.sampled`) the width is the space's: ``A`` for
     ``DiscreteActions(A)``, ``2D`` finite Gaussian parameters for
-    ``GaussianActions(D)``. Raises :class:`ConformanceError`.
+    ``GaussianActions(D)``, ``n_1 + ... + n_F`` factor values for
+    ``FactoredActions``. Raises :class:`ConformanceError`.
     """
     _check_action_space(action_space)
     if action_space is not None:
@@ -241,6 +246,10 @@ def check_root(root: Any, *, num_actions: int | None = None,
         if isinstance(action_space, GaussianActions):
             _fail("prior_logits", "shape", f"has width {actions}, expected 2D = {num_actions} "
                   f"(the mean and log std of GaussianActions(D={action_space.action_dim}))")
+        if isinstance(action_space, FactoredActions):
+            _fail("prior_logits", "shape", f"has width {actions}, expected {num_actions}: "
+                  f"the factor values of FactoredActions({action_space.factor_sizes}), "
+                  "factor 0's logits first (not the joint actions' logits)")
         _fail("prior_logits", "shape", f"has {actions} actions, expected {num_actions}")
     _check_array("prior_logits", logits, (batch, actions), "float")
     value = _check_array("value", root.value, (batch,), "float")
@@ -259,8 +268,11 @@ def check_root(root: Any, *, num_actions: int | None = None,
     return batch, actions
 
 
-def _outputs(out: Any, batch: int, actions: int, with_hash: bool) -> dict[str, np.ndarray]:
-    """Checks one ``recurrent_fn`` output's fields; returns them as host arrays."""
+def _outputs(out: Any, batch: int, actions: int, with_hash: bool,
+             width_hint: str = "") -> dict[str, np.ndarray]:
+    """Checks one ``recurrent_fn`` output's fields; returns them as host arrays.
+    ``width_hint`` says what ``prior_logits``' ``actions`` columns are, for the error
+    when its width differs."""
     fields = {}
     for name in _FLOAT_B + ("prior_logits",):
         if not hasattr(out, name):
@@ -268,6 +280,9 @@ def _outputs(out: Any, batch: int, actions: int, with_hash: bool) -> dict[str, n
                   "jaxpuct.RecurrentFnOutput (or mctx.RecurrentFnOutput)")
     for name in _FLOAT_B:
         fields[name] = _check_array(name, getattr(out, name), (batch,), "float")
+    width = np.shape(out.prior_logits)[1:]
+    if width_hint and width != (actions,):
+        _fail("prior_logits", "shape", f"has width {width}, expected {actions}: {width_hint}")
     fields["prior_logits"] = _check_array("prior_logits", out.prior_logits,
                                           (batch, actions), "float")
     if getattr(out, "legal_action_mask", None) is not None:
@@ -305,6 +320,36 @@ def _random_legal_actions(rng: np.random.Generator, legal: np.ndarray | None, ba
         return rng.integers(0, actions, batch).astype(np.int32), np.ones(batch, bool)
     scores = np.where(legal, rng.random(legal.shape), -1.0)
     return np.argmax(scores, axis=1).astype(np.int32), np.asarray(legal.any(axis=1))
+
+
+def _factor_slices(space: FactoredActions) -> list[slice]:
+    """The columns of each factor's values in a ``[B, n_1 + ... + n_F]`` array."""
+    ends = np.cumsum(space.factor_sizes)
+    return [slice(int(end - n), int(end)) for n, end in zip(space.factor_sizes, ends,
+                                                          strict=True)]
+
+
+def _factors_playable(legal: np.ndarray, space: FactoredActions) -> np.ndarray:
+    """``[B]`` bool: every factor has a legal value (some joint action is legal)."""
+    return np.all([legal[:, cols].any(axis=1) for cols in _factor_slices(space)], axis=0)
+
+
+def _random_factored_actions(rng: np.random.Generator, legal: np.ndarray | None, batch: int,
+                             space: FactoredActions) -> tuple[np.ndarray, np.ndarray]:
+    """``(joint id [B] int32, acted_legally [B] bool)``: each factor's value uniform
+    over its legal values (the joint action uniform over the legal joint actions,
+    which are the product of the factors' legal values)."""
+    ids = np.zeros(batch, np.int64)
+    active = np.ones(batch, bool)
+    for n, cols in zip(space.factor_sizes, _factor_slices(space), strict=True):
+        if legal is None:
+            value = rng.integers(0, n, batch)
+        else:
+            mask = legal[:, cols]
+            value = np.argmax(np.where(mask, rng.random(mask.shape), -1.0), axis=1)
+            active &= mask.any(axis=1)
+        ids = ids * n + value
+    return ids.astype(np.int32), active
 
 
 def _compare(name: str, check: str, expected: np.ndarray, got: np.ndarray, atol: float,
@@ -347,20 +392,22 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
                        check_batch_independence: bool = True,
                        atol: float = 1e-5,
                        hash_fn: Callable[[Any], Any] | None = None,
-                       action_space: DiscreteActions | GaussianActions | None = None
-                       ) -> ConformanceReport:
+                       action_space: ActionSpace | None = None) -> ConformanceReport:
     """Checks ``recurrent_fn`` (and ``root``) against the search's interface.
 
     Plays ``num_steps`` random legal moves from ``root`` (uniform over each
     element's legal actions; every action where no mask is given) and runs the
     checks of the module docstring at every step. Stops early when no element has
     a legal action left. With ``action_space=GaussianActions(D)`` the moves are
-    ``[B, D]`` vectors drawn from each state's Gaussian (module docstring).
+    ``[B, D]`` vectors drawn from each state's Gaussian, with ``FactoredActions``
+    joint ids whose factor values are each uniform over that factor's legal values
+    (module docstring).
 
     Args:
       recurrent_fn: ``recurrent_fn(params, rng_key, action, embedding)
         -> (RecurrentFnOutput, embedding)``; ``action`` is ``[B]`` int32 ids, or
-        ``[B, D]`` float32 vectors with ``GaussianActions(D)``.
+        ``[B, D]`` float32 vectors with ``GaussianActions(D)``; joint ids with
+        ``FactoredActions``.
       params: passed through to ``recurrent_fn``.
       root: a ``jaxpuct.RootFnOutput`` with ``B`` states (e.g. your ``root_fn``'s
         output). ``B >= 2`` makes the batch-independence check meaningful.
@@ -379,7 +426,8 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
         and every new embedding.
       action_space: ``None`` (full-width search) or the
         :func:`jaxpuct.sampled_policy` ``action_space`` the function will be
-        searched with: ``DiscreteActions(A)`` or ``GaussianActions(D)``.
+        searched with: ``DiscreteActions(A)``, ``FactoredActions(sizes)`` or
+        ``GaussianActions(D)``.
 
     Returns:
       A :class:`ConformanceReport` (warnings included).
@@ -392,6 +440,10 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
         raise ValueError(f"num_steps must be an int >= 0, got {num_steps!r}.")
     batch, actions = check_root(root, action_space=action_space)
     gaussian = action_space if isinstance(action_space, GaussianActions) else None
+    factored = action_space if isinstance(action_space, FactoredActions) else None
+    width_hint = ("" if factored is None else f"the factor values of "
+                  f"FactoredActions({factored.factor_sizes}), factor 0's logits first (not "
+                  "the joint actions' logits)")
     treedef, spec = _embedding_spec(root.embedding, batch)
     with_hash = getattr(root, "state_hash", None) is not None
     parent_hash = _state_hash(root, root.embedding, batch, hash_fn)
@@ -411,7 +463,10 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
     has_legal = has_terminal = False
     steps = 0
     for step in range(num_steps):
-        action_np, active = _random_legal_actions(rng, legal, batch, actions)
+        if factored is not None:
+            action_np, active = _random_factored_actions(rng, legal, batch, factored)
+        else:
+            action_np, active = _random_legal_actions(rng, legal, batch, actions)
         if gaussian is not None:
             action_np = _random_vectors(rng, gaussian, policy_params)
         if not active.any():
@@ -423,7 +478,7 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
         except Exception as err:  # noqa: BLE001 - reported with its cause
             raise ConformanceError("recurrent_fn", "call", f"raised {type(err).__name__} at "
                                    f"step {step}: {err}") from err
-        fields = _outputs(out, batch, actions, with_hash)
+        fields = _outputs(out, batch, actions, with_hash, width_hint)
         _check_embedding(new_embedding, treedef, spec)
         child_hash = _state_hash(out, new_embedding, batch, hash_fn)
 
@@ -474,12 +529,16 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
             has_terminal = True
             terminal = fields["terminal"]
             if new_legal is not None:
-                stuck = rows[~terminal[rows] & ~new_legal[rows].any(axis=1)]
+                playable = (_factors_playable(new_legal, factored) if factored is not None
+                            else new_legal.any(axis=1))
+                stuck = rows[~terminal[rows] & ~playable[rows]]
                 if stuck.size:
+                    what = ("a factor with no legal value, so no legal joint action"
+                            if factored is not None else "no legal action")
                     _fail("terminal", "terminal", f"batch element {int(stuck[0])} at step "
-                          f"{step} has no legal action but terminal=False; set terminal "
+                          f"{step} has {what}, but terminal=False; set terminal "
                           "for states where the game is over")
-                with_moves = rows[terminal[rows] & new_legal[rows].any(axis=1)]
+                with_moves = rows[terminal[rows] & playable[rows]]
                 if with_moves.size:
                     found.append(f"step {step}: terminal states with legal actions (batch "
                                  f"element {int(with_moves[0])}); the search never expands "
