@@ -331,7 +331,7 @@ def _factor_slices(space: FactoredActions) -> list[slice]:
 
 def _factors_playable(legal: np.ndarray, space: FactoredActions) -> np.ndarray:
     """``[B]`` bool: every factor has a legal value (some joint action is legal)."""
-    return np.all([legal[:, cols].any(axis=1) for cols in _factor_slices(space)], axis=0)
+    return np.stack([legal[:, cols].any(axis=1) for cols in _factor_slices(space)]).all(0)
 
 
 def _random_factored_actions(rng: np.random.Generator, legal: np.ndarray | None, batch: int,
@@ -529,8 +529,8 @@ def check_recurrent_fn(recurrent_fn: RecurrentFn, params: Any, root: Any, *,
             has_terminal = True
             terminal = fields["terminal"]
             if new_legal is not None:
-                playable = (_factors_playable(new_legal, factored) if factored is not None
-                            else new_legal.any(axis=1))
+                playable = np.asarray(_factors_playable(new_legal, factored)
+                                      if factored is not None else new_legal.any(axis=1))
                 stuck = rows[~terminal[rows] & ~playable[rows]]
                 if stuck.size:
                     what = ("a factor with no legal value, so no legal joint action"
