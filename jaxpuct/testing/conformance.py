@@ -331,7 +331,8 @@ def _factor_slices(space: FactoredActions) -> list[slice]:
 
 def _factors_playable(legal: np.ndarray, space: FactoredActions) -> np.ndarray:
     """``[B]`` bool: every factor has a legal value (some joint action is legal)."""
-    return np.stack([legal[:, cols].any(axis=1) for cols in _factor_slices(space)]).all(0)
+    return np.asarray(np.stack([legal[:, cols].any(axis=1)
+                                for cols in _factor_slices(space)]).all(0))
 
 
 def _random_factored_actions(rng: np.random.Generator, legal: np.ndarray | None, batch: int,
