@@ -25,6 +25,7 @@ from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree, subtree_or_init, subtree_path
 from jaxpuct.roots import init_tree
 from jaxpuct.sampled import sampled_gumbel_policy, sampled_policy  # spaces: jaxpuct.sampled
+from jaxpuct.sampled_loss import sampled_log_prob, sampled_policy_loss
 from jaxpuct.search import search
 from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.solver import SolverConfig
@@ -61,7 +62,9 @@ __all__ = [
     "gumbel_policy",
     "init_tree",
     "sampled_gumbel_policy",
+    "sampled_log_prob",
     "sampled_policy",
+    "sampled_policy_loss",
     "search",
     "stochastic_gumbel_policy",
     "stochastic_policy",
