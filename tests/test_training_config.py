@@ -106,3 +106,17 @@ def test_core_package_does_not_import_training_dependencies():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_gumbel_qtransform_flags_default_to_completed_q_config():
+    # The flags' defaults are CompletedQConfig's, so a run without them searches
+    # with the same qtransform as before the flags existed.
+    from jaxpuct import CompletedQConfig
+    default = az.SelfPlayConfig()
+    assert (default.value_scale, default.maxvisit_init) == (
+        CompletedQConfig().value_scale, CompletedQConfig().maxvisit_init)
+    config, _ = cli.parse(["--policy", "gumbel", "--value-scale", "0.03",
+                           "--maxvisit-init", "10"])
+    assert (config.value_scale, config.maxvisit_init) == (0.03, 10.0)
+    with pytest.raises(ValueError, match=r"--value-scale"):
+        az.SelfPlayConfig(value_scale=0.0)

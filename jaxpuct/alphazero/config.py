@@ -82,6 +82,11 @@ class SelfPlayConfig:
       considered_actions: gumbel: actions considered at the root (Gumbel-Top-k).
       gumbel_scale: gumbel: scale of the root's Gumbel noise during the first
         temperature_moves plies (0 after them and in evaluation games).
+      value_scale: gumbel: c_scale of the completed-Q transform
+        (CompletedQConfig.value_scale; the target is softmax(logits + sigma),
+        sigma = (maxvisit_init + max N) x value_scale x rescaled Q).
+      maxvisit_init: gumbel: c_visit of the completed-Q transform
+        (CompletedQConfig.maxvisit_init).
       temperature_moves: plies of each game sampled with temperature 1 (then greedy).
       dirichlet_alpha: concentration of the Dirichlet noise at self-play roots.
       dirichlet_fraction: weight of that noise in the root prior.
@@ -128,6 +133,10 @@ class SelfPlayConfig:
     policy: str = _knob("alphazero", choices=POLICIES)
     considered_actions: int = _knob(16, minimum=1)
     gumbel_scale: float = _knob(1.0, minimum=0.0)
+    # The defaults are CompletedQConfig's (mctx's), so a run without the flags
+    # searches exactly as before.
+    value_scale: float = _knob(0.1, positive=True)
+    maxvisit_init: float = _knob(50.0, minimum=0.0)
     temperature_moves: int = _knob(3, minimum=0)
     dirichlet_alpha: float = _knob(1.0, positive=True)
     dirichlet_fraction: float = _knob(0.25, minimum=0.0, maximum=1.0)

@@ -25,7 +25,7 @@ from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.alphazero.buffer import ReplayBuffer, write_trajectories
 from jaxpuct.alphazero.config import SelfPlayConfig
 from jaxpuct.envs.adapter import Environment, make_recurrent_fn, make_root_fn
-from jaxpuct.gumbel import gumbel_policy
+from jaxpuct.gumbel import CompletedQConfig, gumbel_policy
 from jaxpuct.numerics import batch_where
 from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
@@ -116,6 +116,8 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
             params, keys, root, fns.recurrent_fn, c.num_simulations,
             max_num_considered_actions=c.considered_actions,
             gumbel_scale=jnp.where(temperature > 0, c.gumbel_scale, 0.0),
+            qtransform=CompletedQConfig(value_scale=c.value_scale,
+                                        maxvisit_init=c.maxvisit_init),
             max_nodes=c.capacity, graph=c.graph, tree=tree)
     return alphazero_policy(
         params, keys, root, fns.recurrent_fn, c.num_simulations,
