@@ -85,7 +85,9 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
                                      max_num_considered_actions=ttt.NUM_ACTIONS,
                                      gumbel_scale=0.0 if greedy else 1.0)
     return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
-                                    config.num_simulations, selection=muzero_puct_config(),
+                                    config.num_simulations,
+                                    selection=muzero_puct_config(
+                                        minmax_bounds=config.minmax_bounds),
                                     dirichlet_fraction=0.25 if noise else 0.0,
                                     temperature=0.0 if greedy else 1.0)
 
