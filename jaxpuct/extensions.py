@@ -91,7 +91,9 @@ class TreeMinMax(Extension):
     """
 
     def prepare(self, tree: Tree, continued: bool) -> Tree:
-        del continued
+        if not continued:  # only the root: nothing backed up yet
+            empty = jnp.full((tree.batch_size,), jnp.inf, jnp.float32)
+            return tree.replace(minmax_low=empty, minmax_high=-empty)
         visited = (tree.children_index >= 0) & (tree.edge_visits > 0)  # [B, N, A]
         q = _all_edge_q(tree)
         low = jnp.min(jnp.where(visited, q, jnp.inf), axis=(1, 2))
