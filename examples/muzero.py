@@ -75,16 +75,22 @@ class TrainState:
     opt_state: Any
     buffer: replay.TrajectoryBuffer
     iteration: chex.Array
+    target_params: Any  # None unless --target-update-every > 0
     rng: chex.Array  # uint32 key data (orbax stores plain arrays)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key):
-    """``config.train_steps`` optimiser steps; the metrics are their means."""
+def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
+          target=None, first_step=0):
+    """``config.train_steps`` optimiser steps (``first_step`` done before); the
+    metrics are their means. ``target``: the target network's parameters
+    (``--target-update-every N > 0``), which reanalyse searches with; copied from
+    ``params`` after every ``N``-th step inside the loop."""
     model = MuZeroModel(graphdef, discount=config.discount, zero_sum=True)
+    every = config.target_update_every
 
     def body(i, carry):
-        params, opt_state, buffer, sums = carry
+        params, opt_state, buffer, sums, target = carry
         batch = replay.sample(buffer, jax.random.fold_in(key, i), config.train_batch_size,
                               config.unroll_steps, config.td_steps, -config.discount,
                               config.priority_alpha)
@@ -94,7 +100,8 @@ def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, 
             search = functools.partial(selfplay.search_roots, config, model, greedy=False,
                                        root_noise=False)
             batch = reanalyse.reanalyse_batch(
-                buffer, batch, params, jax.random.fold_in(key, config.train_steps + i),
+                buffer, batch, target if every else params,
+                jax.random.fold_in(key, config.train_steps + i),
                 search, fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,
                 td_steps=config.td_steps, discount=-config.discount,
                 # With n at least a game's length the value target is the game's
@@ -105,14 +112,16 @@ def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, 
         if config.priority_alpha > 0:
             buffer = replay.update_priorities(buffer, batch.index, metrics["priority"])
         sums = {k: sums[k] + metrics[k] for k in sums}
-        return params, opt_state, buffer, sums
+        if every:
+            target = training.update_target(params, target, first_step + i + 1, every)
+        return params, opt_state, buffer, sums, target
 
     names = ("loss", "policy_loss", "value_loss", "reward_loss")
     zeros = {k: jnp.zeros(()) for k in names}
-    params, opt_state, buffer, sums = jax.lax.fori_loop(
-        0, config.train_steps, body, (params, opt_state, buffer, zeros))
+    params, opt_state, buffer, sums, target = jax.lax.fori_loop(
+        0, config.train_steps, body, (params, opt_state, buffer, zeros, target))
     steps = max(config.train_steps, 1)
-    return params, opt_state, buffer, {k: v / steps for k, v in sums.items()}
+    return params, opt_state, buffer, {k: v / steps for k, v in sums.items()}, target
 
 
 def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=print,
@@ -130,7 +139,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
     ts = TrainState(params=params, opt_state=optimizer.init(params),
                     buffer=replay.empty_buffer(config.buffer_size, selfplay.OBS_SHAPE,
                                                jnp.float32, 9),
-                    iteration=jnp.zeros((), jnp.int32), rng=jax.random.key_data(key))
+                    iteration=jnp.zeros((), jnp.int32), rng=jax.random.key_data(key),
+                    target_params=params if config.target_update_every else None)
     if resume:
         if run_dir is None:
             raise SystemExit("error: --resume needs --run-dir")
@@ -138,7 +148,7 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
         log(f"resumed from iteration {int(ts.iteration)}")
     write = jax.jit(replay.write_episodes)
     start, last = time.time(), {}
-    params, opt_state, buffer = ts.params, ts.opt_state, ts.buffer
+    params, opt_state, buffer, target = ts.params, ts.opt_state, ts.buffer, ts.target_params
     key = jax.random.wrap_key_data(ts.rng)
     first = int(ts.iteration) + 1
     try:
@@ -151,8 +161,9 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                     games.reward, games.root_value, games.episode_end, games.written,
                     -config.discount, config.td_steps)
             buffer = write(buffer, **games._asdict(), priority=priority)
-            params, opt_state, buffer, metrics = train(config, graphdef, optimizer, params,
-                                                       opt_state, buffer, train_key)
+            params, opt_state, buffer, metrics, target = train(
+                config, graphdef, optimizer, params, opt_state, buffer, train_key, target,
+                jnp.int32((iteration - 1) * config.train_steps))
             decisive = np.asarray(jnp.any(games.reward != 0, axis=1))
             row = {"iteration": iteration, "seconds": round(time.time() - start, 1),
                    "draw_rate": float(1.0 - decisive.mean()),
@@ -174,7 +185,7 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                 checkpoints.save_checkpoint(run_dir, TrainState(
                     params=params, opt_state=opt_state, buffer=buffer,
                     iteration=jnp.asarray(iteration, jnp.int32),
-                    rng=jax.random.key_data(key)), config)
+                    rng=jax.random.key_data(key), target_params=target), config)
     finally:
         if lock is not None:
             lock.release()

@@ -17,8 +17,9 @@ of optax's ``(init, update)`` pairs:
 
 The base class has every hook at its neutral value; a ``stop`` or ``done`` that
 a subclass does not override costs nothing. The solver (:class:`jaxpuct.solver.Solver`),
-early stopping (:class:`jaxpuct.early_stop.EarlyStop`) and the second moment
-(:class:`SecondMoment`) are extensions.
+early stopping (:class:`jaxpuct.early_stop.EarlyStop`), the second moment
+(:class:`SecondMoment`) and the tree-wide min-max bounds (:class:`TreeMinMax`) are
+extensions.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxpuct.indexing import row_take
 from jaxpuct.selection import SelectionRule
 from jaxpuct.tree import Tree, present, with_second_moment
 from jaxpuct.walk import StopFn, Walk
@@ -69,6 +71,70 @@ class SecondMoment(Extension):
     def prepare(self, tree: Tree, continued: bool) -> Tree:
         del continued
         return with_second_moment(tree)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeMinMax(Extension):
+    """Keeps ``Tree.minmax_low``/``minmax_high`` ``[B]``: the lowest and highest
+    ``Q(s, a) = r + discount * V(child)`` of the tree, one pair per search as the
+    MuZero pseudocode's ``MinMaxStats`` (Schrittwieser et al. 2020, appendix B),
+    read by ``PUCTConfig(minmax_bounds="tree")``.
+
+    ``prepare`` takes them over the visited edges of the tree it is given
+    (``+inf``/``-inf`` for a new tree: nothing is backed up yet; a continued tree
+    or a ``subtree`` gets the bounds of what it holds, O(N * A) once). After each
+    walk's backup, ``after_walk`` folds in the new mean ``Q`` of every edge on
+    the walk's path (the values that backup wrote): O(depth) per walk, O(1) per
+    backed-up edge, ``[B]`` carries only. Edge means that change only through
+    other paths (a graph's transpositions) are folded in when a walk next
+    crosses that edge.
+    """
+
+    def prepare(self, tree: Tree, continued: bool) -> Tree:
+        if not continued:  # only the root: nothing backed up yet
+            empty = jnp.full((tree.batch_size,), jnp.inf, jnp.float32)
+            return tree.replace(minmax_low=empty, minmax_high=-empty)
+        visited = (tree.children_index >= 0) & (tree.edge_visits > 0)  # [B, N, A]
+        q = _all_edge_q(tree)
+        low = jnp.min(jnp.where(visited, q, jnp.inf), axis=(1, 2))
+        high = jnp.max(jnp.where(visited, q, -jnp.inf), axis=(1, 2))
+        return tree.replace(minmax_low=low.astype(jnp.float32),
+                            minmax_high=high.astype(jnp.float32))
+
+    def after_walk(self, tree: Tree, walk: Walk, several: bool) -> Tree:
+        del several
+        depth = walk.path_actions.shape[-1]
+        parent = walk.path_nodes[:, :depth]  # [B, D]
+        action = walk.path_actions
+        on_path = jnp.arange(depth)[None, :] < walk.num_edges[:, None]
+        q = _edge_q(tree, parent, action)
+        low = jnp.minimum(present(tree.minmax_low, "tree.minmax_low"),
+                          jnp.min(jnp.where(on_path, q, jnp.inf), axis=-1))
+        high = jnp.maximum(present(tree.minmax_high, "tree.minmax_high"),
+                           jnp.max(jnp.where(on_path, q, -jnp.inf), axis=-1))
+        return tree.replace(minmax_low=low, minmax_high=high)
+
+
+def _all_edge_q(tree: Tree) -> jax.Array:
+    """``[B, N, A]`` ``Q(n, a)`` of every edge (garbage where there is no child)."""
+    b, n, a = tree.children_index.shape
+    parent = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32)[None, :, None], (b, n, a))
+    action = jnp.broadcast_to(jnp.arange(a, dtype=jnp.int32)[None, None, :], (b, n, a))
+    return _edge_q(tree, parent.reshape(b, n * a), action.reshape(b, n * a)).reshape(b, n, a)
+
+
+def _edge_q(tree: Tree, parent: jax.Array, action: jax.Array) -> jax.Array:
+    """``[B, M]`` ``Q(parent, action)`` for ``[B, M]`` edges, from the edge arrays
+    when the tree stores them, else from the child node (as
+    :func:`jaxpuct.tree.edge_qvalues`)."""
+    child = jnp.maximum(row_take(tree.children_index, parent, action), 0)
+    if tree.edge_rewards is not None:
+        reward = row_take(tree.edge_rewards, parent, action)
+        discount = row_take(present(tree.edge_discounts, "tree.edge_discounts"), parent, action)
+    else:
+        reward = row_take(tree.node_rewards, child)
+        discount = row_take(tree.node_discounts, child)
+    return reward + discount * row_take(tree.node_values, child)
 
 
 # ---------------------------------------------------------------- combined hooks

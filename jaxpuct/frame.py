@@ -61,6 +61,7 @@ class Options:
 def engine_options(num_simulations: int, max_depth: int | None, max_nodes_hint: int, *,
                    leaves_per_step: int = 1, virtual_loss: VirtualLoss | None = None,
                    solver: Any = False, second_moment: bool = False,
+                   tree_bounds: bool = False,
                    backup: engine_lib.Backup | None = None,
                    early_stop: Any = False) -> Options:
     """Checks the engine keywords and returns the loop's configuration.
@@ -89,6 +90,8 @@ def engine_options(num_simulations: int, max_depth: int | None, max_nodes_hint: 
     extensions: list[ext_lib.Extension] = []
     if second_moment:
         extensions.append(ext_lib.SecondMoment())
+    if tree_bounds:
+        extensions.append(ext_lib.TreeMinMax())
     solver_ext = None if solver_cfg is None else Solver(solver_cfg)
     if solver_ext is not None:
         extensions.append(solver_ext)
@@ -141,6 +144,12 @@ def selection_rule(selection: Any, options: Options) -> SelectionRule:
         raise ValueError("selection must be a PUCTConfig or a SelectionRule, got "
                          f"{selection!r} of type {type(selection).__name__}.")
     return ext_lib.wrap_rule(options.extensions, rule, selection)
+
+
+def needs_tree_bounds(selection: Any) -> bool:
+    """Whether ``selection`` reads ``Tree.minmax_low``/``minmax_high`` (a
+    ``PUCTConfig(minmax_bounds="tree")``)."""
+    return bool(getattr(selection, "needs_tree_bounds", False))
 
 
 def needs_second_moment(selection: Any) -> bool:

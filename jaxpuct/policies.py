@@ -142,7 +142,7 @@ def alphazero_policy(
         num_simulations, max_depth, frame.capacity(tree, max_nodes, num_simulations),
         leaves_per_step=leaves_per_step, virtual_loss=virtual_loss, solver=solver,
         second_moment=final_move == "lcb" or frame.needs_second_moment(selection),
-        early_stop=early_stop)
+        tree_bounds=frame.needs_tree_bounds(selection), early_stop=early_stop)
     rule = frame.selection_rule(selection, options)
     prepared = frame.prepare(root, rng_key, num_simulations, invalid_actions, options,
                              tree=tree, max_nodes=max_nodes, graph=graph,

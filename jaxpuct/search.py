@@ -113,7 +113,8 @@ def search(
     options = frame.engine_options(
         num_simulations, max_depth, capacity, leaves_per_step=leaves_per_step,
         virtual_loss=virtual_loss, solver=solver,
-        second_moment=second_moment or frame.needs_second_moment(selection))
+        second_moment=second_moment or frame.needs_second_moment(selection),
+        tree_bounds=frame.needs_tree_bounds(selection))
     rule = frame.selection_rule(selection, options)
     prepared = frame.prepare(root, rng_key, num_simulations, invalid_actions, options,
                              tree=tree, max_nodes=max_nodes, graph=graph, root_prior=root_prior)

@@ -37,6 +37,16 @@ Q normalisation (``q_normalization``): ``"none"`` (values assumed in [-1, 1]) or
 ``"minmax"``: ``(Q - lo) / max(hi - lo, 1e-8)`` with ``lo``/``hi`` the min/max
 of ``Q(s)`` and the visited ``Q(s, b)`` (mctx's default).
 
+Min-max bounds (``minmax_bounds``): ``"node"`` takes ``lo``/``hi`` at each node as
+above (mctx's ``muzero_policy``); ``"tree"`` widens them by the bounds of the
+whole tree, one pair per search as the MuZero pseudocode's ``MinMaxStats``
+(Schrittwieser et al. 2020, appendix B): the lowest and highest ``Q(s, a)`` any
+backup of the search wrote (``Tree.minmax_low``/``minmax_high``, kept by
+:class:`jaxpuct.extensions.TreeMinMax`). Widening by the node's own bounds keeps
+the first visits, before any backup, as mctx's. With ``unvisited_q="min"`` an
+unvisited action then sits at the bottom of the tree's range, the pseudocode's
+``value_score = 0``.
+
 Both are string presets of functions (``UNVISITED_Q``, ``Q_NORMALIZATIONS``), as
 mctx's Q transforms are functions: a config may name a function of the same
 signature instead (``unvisited_q=fn`` with ``fn(UnvisitedInputs) -> [B, 1] or
@@ -80,6 +90,7 @@ Form = Literal["puct", "uct_log"]
 ParentVisits = Literal["edge_sum", "node"]
 UnvisitedQ = Literal["zero", "parent", "fpu", "fixed", "min"]
 QNormalization = Literal["none", "minmax"]
+MinMaxBounds = Literal["node", "tree"]
 # mctx's epsilon in its min-max Q normalisation (qtransform_by_min_max).
 _MINMAX_EPSILON = 1e-8
 
@@ -106,10 +117,16 @@ class PUCTConfig:
     fpu_reduction_root: float = 0.0
     unvisited_value: float = -1.0
     q_normalization: QNormalization | Callable[..., jax.Array] = "none"
+    minmax_bounds: MinMaxBounds = "node"
     tie_noise: float = 0.0
     utility_stdev_scale: float = 0.0
     utility_stdev_prior: float = 0.40
     utility_stdev_prior_weight: float = 2.0
+
+    @property
+    def needs_tree_bounds(self) -> bool:
+        """Whether the rule reads ``Tree.minmax_low``/``minmax_high``."""
+        return self.minmax_bounds == "tree"
 
     @property
     def needs_second_moment(self) -> bool:
@@ -117,12 +134,17 @@ class PUCTConfig:
         return self.utility_stdev_scale > 0
 
     def __post_init__(self):
-        for name, kind in (("form", Form), ("parent_visits", ParentVisits)):
+        for name, kind in (("form", Form), ("parent_visits", ParentVisits),
+                           ("minmax_bounds", MinMaxBounds)):
             validation.check_choice(f"PUCTConfig.{name}", getattr(self, name), get_args(kind))
         for name, kind in (("unvisited_q", UnvisitedQ), ("q_normalization", QNormalization)):
             if not callable(getattr(self, name)):
                 validation.check_choice(f"PUCTConfig.{name}", getattr(self, name),
                                         get_args(kind))
+        if self.minmax_bounds == "tree" and self.q_normalization == "none":
+            raise ValueError(
+                "PUCTConfig.minmax_bounds='tree' needs a Q normalisation that reads the "
+                "bounds: expected q_normalization='minmax' (or a function), got 'none'.")
         if not self.c_init >= 0:
             raise ValueError(f"PUCTConfig.c_init must be >= 0, got {self.c_init}.")
         if self.c_base is not None and not self.c_base > 0:
@@ -145,10 +167,12 @@ class PUCTConfig:
                 f"{self.fpu_reduction} and {self.fpu_reduction_root}.")
 
     @classmethod
-    def mctx_muzero(cls, c_init: float = 1.25, c_base: float = 19652.0) -> PUCTConfig:
-        """The selection rule of ``mctx.muzero_policy`` (its defaults)."""
+    def mctx_muzero(cls, c_init: float = 1.25, c_base: float = 19652.0,
+                    minmax_bounds: MinMaxBounds = "node") -> PUCTConfig:
+        """The selection rule of ``mctx.muzero_policy`` (its defaults); with
+        ``minmax_bounds="tree"`` the pseudocode's one pair of bounds per search."""
         return cls(c_init=c_init, c_base=c_base, parent_visits="node",
-                   unvisited_q="min", q_normalization="minmax")
+                   unvisited_q="min", q_normalization="minmax", minmax_bounds=minmax_bounds)
 
     @classmethod
     def alphago(cls, c_puct: float = 1.5) -> PUCTConfig:
@@ -193,6 +217,7 @@ def puct_scores(
     is_root: jax.Array,
     uniform: jax.Array | None = None,
     explore_factor: jax.Array | None = None,
+    bounds: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
     """Selection scores of every action at one node of each tree.
 
@@ -210,6 +235,8 @@ def puct_scores(
         added to the scores (needed only when ``tie_noise > 0``).
       explore_factor: optional ``[B]`` multiplier of ``c(s)`` (see
         :func:`utility_stdev_factor`).
+      bounds: optional ``([B], [B])`` tree-wide lowest and highest Q that widen
+        the node's own min-max bounds (``minmax_bounds="tree"``).
 
     Returns:
       ``[B, A]`` float32 scores, ``-inf`` at illegal actions.
@@ -236,7 +263,8 @@ def puct_scores(
         log_term = jnp.log(1.0 + parent_count + config.log_offset)[:, None]
         u = c * prior * jnp.sqrt(log_term / (edge_visits_f + 1.0))
 
-    q = puct_qvalues(config, prior, edge_visits, edge_q, has_q, parent_value, is_root)
+    q = puct_qvalues(config, prior, edge_visits, edge_q, has_q, parent_value, is_root,
+                     bounds)
     scores = q + u
     if config.tie_noise > 0:
         if uniform is None:
@@ -323,14 +351,19 @@ def puct_qvalues(
     has_q: jax.Array,
     parent_value: jax.Array,
     is_root: jax.Array,
+    bounds: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
     """``[B, A]`` the Q part of the PUCT score: unvisited actions filled in by the
     config's ``unvisited_q`` rule and, if it says so, normalised. (Not Gumbel's
-    completed Q, :func:`jaxpuct.gumbel.scaled_completed_qvalues`.)"""
+    completed Q, :func:`jaxpuct.gumbel.scaled_completed_qvalues`.) ``bounds``:
+    optional ``([B], [B])`` tree-wide bounds that widen the node's."""
     parent_value = parent_value[:, None]
     known_q = jnp.where(has_q, edge_q, parent_value)
     lo = jnp.minimum(parent_value, jnp.min(known_q, axis=-1, keepdims=True))
     hi = jnp.maximum(parent_value, jnp.max(known_q, axis=-1, keepdims=True))
+    if bounds is not None:
+        lo = jnp.minimum(lo, bounds[0][:, None])
+        hi = jnp.maximum(hi, bounds[1][:, None])
     rule = config.unvisited_q
     rule = UNVISITED_Q[rule] if isinstance(rule, str) else rule
     fill = rule(UnvisitedInputs(config, prior, edge_visits, parent_value, lo, is_root))
@@ -396,7 +429,22 @@ def node_scores(tree: Tree, config: PUCTConfig, node: jax.Array, is_root: bool,
         is_root=jnp.asarray(is_root),
         uniform=uniform,
         explore_factor=explore_factor,
+        bounds=tree_bounds(tree, config),
     )
+
+
+def tree_bounds(tree: Tree, config: PUCTConfig) -> tuple[jax.Array, jax.Array] | None:
+    """The tree-wide ``([B], [B])`` bounds that ``config`` reads (``None`` with
+    ``minmax_bounds="node"``); a ``ValueError`` if the tree does not keep them."""
+    if not config.needs_tree_bounds:
+        return None
+    if tree.minmax_low is None or tree.minmax_high is None:
+        raise ValueError(
+            "PUCTConfig.minmax_bounds='tree' needs the tree-wide bounds: expected "
+            "tree.minmax_low and tree.minmax_high, got None (alphazero_policy and "
+            "jaxpuct.search keep them; this policy does not, so use "
+            "minmax_bounds='node').")
+    return tree.minmax_low, tree.minmax_high
 
 
 def puct_rule(config: PUCTConfig) -> SelectionRule:

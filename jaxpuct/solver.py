@@ -79,7 +79,7 @@ import jax.numpy as jnp
 from jaxpuct.extensions import Extension
 from jaxpuct.indexing import row_set, row_take
 from jaxpuct.numerics import gather_rows
-from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores, puct_qvalues
+from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores, puct_qvalues, tree_bounds
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues, present
 
 UNPROVEN = -1  # proof_plies of a node with no proof
@@ -341,7 +341,7 @@ def exploitation_scores(tree: Tree, config: PUCTConfig, node: jax.Array, is_root
     prior = tree.root_prior if is_root else gather_rows(tree.children_prior, node)
     return puct_qvalues(config, prior, visits, edge_qvalues(tree, node, children),
                              (children >= 0) & (visits > 0), gather_rows(tree.node_values, node),
-                             jnp.asarray(is_root))
+                             jnp.asarray(is_root), tree_bounds(tree, config))
 
 
 def solver_rule(config: PUCTConfig, solver: SolverConfig) -> SelectionRule:

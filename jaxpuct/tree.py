@@ -130,6 +130,12 @@ class Tree:
         walks left, which trees may stop, the walks a stopped tree skipped) of a
         search with early stopping, or ``None``. It belongs to one search: a continued
         search or ``subtree`` starts without it.
+      minmax_low: ``[B]`` float32 the lowest ``Q(s, a)`` any backup of this
+        search wrote anywhere in the tree, or ``None``: the tree-wide min-max
+        bounds of ``PUCTConfig(minmax_bounds="tree")`` (:class:`jaxpuct.extensions.TreeMinMax`;
+        ``+inf`` before the first backup).
+      minmax_high: ``[B]`` float32 the highest such ``Q(s, a)`` (``-inf`` before the
+        first backup), or ``None``.
       graph: static ``GraphConfig`` of a graph, or ``None``.
       chance: static :class:`ChanceLayout` of a tree with chance nodes, or ``None``.
       sampled: static :class:`SampledLayout` of a tree of sampled actions, or
@@ -155,6 +161,8 @@ class Tree:
     node_sq_values: jax.Array | None = None
     proof_plies: jax.Array | None = None
     early_stop: StopState | None = None
+    minmax_low: jax.Array | None = None
+    minmax_high: jax.Array | None = None
     graph: GraphConfig | None = None
     chance: ChanceLayout | None = None
     sampled: SampledLayout | None = None

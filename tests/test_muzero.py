@@ -23,6 +23,7 @@ from jaxpuct.muzero import networks, replay, training
 from jaxpuct.muzero import targets as targets_lib
 from jaxpuct.muzero import value_transform as vt
 from jaxpuct.testing import check_tree
+from jaxpuct.testing import tictactoe as ttt
 
 EPS = 1e-3
 GAMMA = 0.9  # the discount of the file's model, the ring test and the chain
@@ -580,3 +581,15 @@ def test_the_example_command_line_is_generated_from_the_config():
         MuZeroConfig(discount=0.0)
     with pytest.raises(ValueError, match="policy"):
         MuZeroConfig(policy="muzero")
+
+
+def test_lines_lost_counts_losses_against_every_optimal_line():
+    from jaxpuct.muzero.selfplay import _lines_lost
+
+    table = ttt.optimal_move_table()
+    positions = ttt.all_positions()
+    perfect = {ttt.code(p): int(np.flatnonzero(table[ttt.code(p)])[0]) for p in positions}
+    first_legal = {ttt.code(p): ttt.legal_moves(p)[0] for p in positions}
+    assert (_lines_lost(perfect, 1), _lines_lost(perfect, -1)) == (0, 0)
+    # Always the first empty cell: as O it loses on many of X's optimal lines.
+    assert _lines_lost(first_legal, 1) + _lines_lost(first_legal, -1) > 0

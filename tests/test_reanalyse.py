@@ -20,7 +20,7 @@ import test_muzero as tm
 
 import jaxpuct
 from jaxpuct.muzero import reanalyse as rea
-from jaxpuct.muzero import replay
+from jaxpuct.muzero import replay, training
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import muzero_puct_config
 
@@ -174,3 +174,23 @@ def test_a_rows_new_targets_do_not_depend_on_the_rest_of_the_batch():
         for new, old in zip(jax.tree.leaves(got.targets), jax.tree.leaves(base.targets),
                             strict=True):
             np.testing.assert_array_equal(new[:len(want)], old[np.asarray(want)])
+
+
+@jax.jit
+def _targets_over_steps(params):
+    # The target after each of 10 steps of a parameter that moves every step.
+    def body(target, step):
+        moved = jax.tree.map(lambda p: p + step.astype(p.dtype), params)
+        target = training.update_target(moved, target, step, 3)
+        return target, target
+    return jax.lax.scan(body, params, jnp.arange(1, 11))[1]
+
+
+def test_the_target_network_is_the_online_one_copied_every_n_steps():
+    params = {"w": jnp.zeros((2,)), "b": jnp.ones((1,))}
+    targets = _targets_over_steps(params)
+    steps = np.arange(1, 11)
+    copied_at = 3 * (steps // 3)  # the last step s <= step with s % 3 == 0 (0: never)
+    np.testing.assert_array_equal(np.asarray(targets["w"]), np.repeat(copied_at, 2).reshape(10, 2))
+    np.testing.assert_array_equal(np.asarray(targets["b"])[:, 0], 1.0 + copied_at)
+    assert training.update_target(params, None, 1, 0) is params

@@ -57,6 +57,12 @@ class MuZeroConfig:
         td_steps is below the game's length, value) targets come from a new
         search with the current parameters (jaxpuct.muzero.reanalyse; 0: none,
         the stored targets only).
+      target_update_every: optimiser steps between copies of the parameters into
+        the target network that reanalyse searches with (its policy targets and,
+        with bootstrap, its value bootstraps); 0: no target network, reanalyse
+        uses the current parameters.
+      minmax_bounds: node (each node's own min-max Q bounds, as mctx) or tree (one
+        pair per search, as the MuZero pseudocode's MinMaxStats); alphazero only.
     """
 
     game: str = _choice("tic_tac_toe", GAMES)
@@ -77,6 +83,8 @@ class MuZeroConfig:
     value_weight: float = 0.25
     priority_alpha: float = _at_least(0.0, 0.0)
     reanalyse_fraction: float = _at_least(0.0, 0.0)
+    target_update_every: int = _at_least(0, 0)
+    minmax_bounds: str = _choice("node", ("node", "tree"))
 
     def __post_init__(self):
         for field in dataclasses.fields(self):

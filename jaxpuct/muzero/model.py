@@ -71,9 +71,12 @@ def network_root(net: Any, obs: jax.Array, legal_action_mask: jax.Array | None
                         embedding=latent, legal_action_mask=legal_action_mask)
 
 
-def muzero_puct_config(c_init: float = 1.25, c_base: float = 19652.0) -> PUCTConfig:
-    """The PUCT rule for a learned model (module docstring): ``PUCTConfig.mctx_muzero``."""
-    return PUCTConfig.mctx_muzero(c_init=c_init, c_base=c_base)
+def muzero_puct_config(c_init: float = 1.25, c_base: float = 19652.0,
+                       minmax_bounds: str = "node") -> PUCTConfig:
+    """The PUCT rule for a learned model (module docstring): ``PUCTConfig.mctx_muzero``;
+    ``minmax_bounds="tree"``: one pair of min-max bounds per search (the pseudocode's)."""
+    return PUCTConfig.mctx_muzero(c_init=c_init, c_base=c_base,
+                                  minmax_bounds=minmax_bounds)  # pyright: ignore[reportArgumentType]
 
 
 @dataclasses.dataclass(frozen=True)

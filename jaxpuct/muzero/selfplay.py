@@ -85,7 +85,9 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
                                      max_num_considered_actions=ttt.NUM_ACTIONS,
                                      gumbel_scale=0.0 if greedy else 1.0)
     return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
-                                    config.num_simulations, selection=muzero_puct_config(),
+                                    config.num_simulations,
+                                    selection=muzero_puct_config(
+                                        minmax_bounds=config.minmax_bounds),
                                     dirichlet_fraction=0.25 if noise else 0.0,
                                     temperature=0.0 if greedy else 1.0)
 
@@ -122,14 +124,38 @@ def evaluate_optimal_moves(config: MuZeroConfig, model: MuZeroModel, params: Any
                            ) -> dict[str, float]:
     """Fractions of the 4520 non-terminal positions where the greedy search move
     (``search_optimal``) and the prior's argmax (``prior_optimal``) are
-    minimax-optimal."""
+    minimax-optimal; and ``lines_lost_as_x`` / ``lines_lost_as_o``: of every game
+    of the greedy search against every minimax-optimal line of the opponent (the
+    opponent branches over all its optimal moves; the search is deterministic and
+    batch-independent, so its move at a position is the one computed here), how
+    many the agent loses (``make demo``'s check of the AlphaZero agent)."""
     positions = ttt.all_positions()
     state = ttt.batch(positions)
     moves, prior = (np.asarray(x) for x in _greedy_moves(config, model, params, state))
     optimal = ttt.optimal_move_table()[[ttt.code(p) for p in positions]]
     rows = np.arange(len(positions))
+    chosen = {ttt.code(p): int(m) for p, m in zip(positions, moves, strict=True)}
+    lost_x, lost_o = (_lines_lost(chosen, agent) for agent in (1, -1))
     return {"search_optimal": float(optimal[rows, moves].mean()),
-            "prior_optimal": float(optimal[rows, prior].mean())}
+            "prior_optimal": float(optimal[rows, prior].mean()),
+            "lines_lost_as_x": lost_x, "lines_lost_as_o": lost_o}
+
+
+def _lines_lost(chosen: dict[int, int], agent: int) -> int:
+    """Games lost by the agent playing ``chosen[code(position)]`` as ``agent``
+    (1: X, -1: O) against every minimax-optimal line of the opponent."""
+    table = ttt.optimal_move_table()
+    lost, stack = 0, [ttt.parse(".........")]
+    while stack:
+        pos = stack.pop()
+        if ttt.is_terminal(pos):
+            lost += ttt.winner(pos) == -agent
+            continue
+        if ttt.to_move(pos) == agent:
+            stack.append(ttt.play(pos, chosen[ttt.code(pos)]))
+        else:
+            stack.extend(ttt.play(pos, int(a)) for a in np.flatnonzero(table[ttt.code(pos)]))
+    return int(lost)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))

@@ -177,3 +177,15 @@ def train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
     (_, metrics), grads = jax.value_and_grad(loss, has_aux=True)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, metrics
+
+
+def update_target(params: Any, target: Any, step: jax.Array, every: int) -> Any:
+    """The target network after optimiser step ``step`` (counted from 1): a copy
+    of ``params`` when ``step % every == 0``, else ``target`` unchanged (the
+    periodic copy of DQN, Mnih et al. 2015, which MuZero Reanalyse uses for its
+    value bootstraps). A select inside the jitted step, no host round trip;
+    ``every = 0`` keeps no target (returns ``params``)."""
+    if every == 0:
+        return params
+    copy = jnp.asarray(step) % every == 0
+    return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target)
