@@ -717,7 +717,8 @@ def sampled_policy(
     options = frame.engine_options(
         num_simulations, max_depth, capacity, leaves_per_step=leaves_per_step,
         virtual_loss=virtual_loss, second_moment=final_move == "lcb"
-        or frame.needs_second_moment(selection), early_stop=early_stop)
+        or frame.needs_second_moment(selection),
+        tree_bounds=frame.needs_tree_bounds(selection), early_stop=early_stop)
     if tree is None:
         wide, _ = _sampled_root(root, rng_key, invalid_actions, space, layout)
         slot_invalid = None

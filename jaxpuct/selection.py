@@ -441,9 +441,9 @@ def tree_bounds(tree: Tree, config: PUCTConfig) -> tuple[jax.Array, jax.Array] |
     if tree.minmax_low is None or tree.minmax_high is None:
         raise ValueError(
             "PUCTConfig.minmax_bounds='tree' needs the tree-wide bounds: expected "
-            "tree.minmax_low and tree.minmax_high, got None (alphazero_policy and "
-            "jaxpuct.search keep them; this policy does not, so use "
-            "minmax_bounds='node').")
+            "tree.minmax_low and tree.minmax_high, got None (alphazero_policy, "
+            "stochastic_policy, sampled_policy and jaxpuct.search keep them; this caller "
+            "does not, so use minmax_bounds='node').")
     return tree.minmax_low, tree.minmax_high
 
 

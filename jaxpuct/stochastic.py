@@ -544,6 +544,7 @@ def _stochastic_call(params: Any, rng_key: jax.Array, root: Any, functions: tupl
                                    leaves_per_step=call.leaves_per_step,
                                    virtual_loss=call.virtual_loss, solver=call.solver,
                                    second_moment=second_moment, backup=backup,
+                                   tree_bounds=frame.needs_tree_bounds(call.selection),
                                    early_stop=call.early_stop)
     prepared = frame.prepare(wide, rng_key, num_simulations, invalid_actions, options,
                              tree=tree, max_nodes=call.max_nodes, graph=call.graph,

@@ -25,7 +25,8 @@ from jaxpuct.testing import check_tree, random_games, stochastic_games
 
 B, S = 2, 8
 POLICIES = ("alphazero", "gumbel", "stochastic", "stochastic_gumbel", "sampled")
-FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet", "early_stop")
+FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet", "early_stop",
+            "tree_bounds")
 MODES = ("tree", "graph")
 
 # (policy, feature, mode) -> the words a refusal's message must contain.
@@ -40,10 +41,12 @@ REFUSED = {
     **{("sampled", f, "graph"): ["graph=", "sampled actions"] for f in FEATURES},
     ("sampled", "solver", "tree"): ["solver=", "sampled actions"],
 }
-# Gumbel's root noise is its Gumbel draw: it takes no Dirichlet noise by design; the
+# Gumbel's root noise is its Gumbel draw: it takes no Dirichlet noise by design, and
+# no PUCT selection (its completed Q is rescaled by its own transform); the
 # Gumbel root over chance nodes takes no leaves_per_step= keyword (sequential halving
 # refuses several leaves, as the gumbel-leaves cells show).
-NOT_APPLICABLE = {(p, "dirichlet", m) for p in ("gumbel", "stochastic_gumbel") for m in MODES}
+NOT_APPLICABLE = {(p, f, m) for p in ("gumbel", "stochastic_gumbel") for m in MODES
+                  for f in ("dirichlet", "tree_bounds")}
 NOT_APPLICABLE |= {("stochastic_gumbel", "leaves", m) for m in MODES}
 STOCHASTIC = ("stochastic", "stochastic_gumbel")
 
@@ -68,6 +71,8 @@ def _keywords(policy: str, feature: str, mode: str) -> dict:
         kw["dirichlet_fraction"] = 0.25 if feature == "dirichlet" else 0.0
     if feature == "reuse":
         kw["max_nodes"] = 2 * S + 1
+    if feature == "tree_bounds":  # MuZero's one pair of min-max Q bounds per search
+        kw["selection"] = jaxpuct.PUCTConfig.mctx_muzero(minmax_bounds="tree")
     return kw
 
 
@@ -140,6 +145,8 @@ def test_policy_with_feature(policy, feature, mode):
         _check_proofs(tree)  # chance nodes: the expectimax oracle in test_stochastic
     if feature == "lcb":
         assert tree.node_sq_values is not None
+    if feature == "tree_bounds":
+        _check_tree_bounds(tree)
     if feature == "early_stop":
         _check_early_stop(tree, _run(key, policy=policy, feature="plain", mode=mode)[1],
                           num_actions)
@@ -149,6 +156,27 @@ def test_policy_with_feature(policy, feature, mode):
         plain, _ = _run(key, policy=policy, feature="plain", mode="tree")
         np.testing.assert_array_equal(np.asarray(plain.search_tree.edge_visits),
                                       np.asarray(tree.edge_visits))
+
+
+def _check_tree_bounds(tree) -> None:
+    """The tree-wide bounds hold every visited edge's final ``Q = r + d V(child)``
+    (recomputed in NumPy from the stored nodes): they are the extremes over every
+    value a backup wrote, the final ones among them."""
+    children = np.asarray(tree.children_index)
+    visited = (children >= 0) & (np.asarray(tree.edge_visits) > 0)
+    child = np.maximum(children, 0)
+    rows = np.arange(B)[:, None, None]
+    if tree.edge_rewards is not None:
+        reward, discount = np.asarray(tree.edge_rewards), np.asarray(tree.edge_discounts)
+    else:
+        reward = np.asarray(tree.node_rewards)[rows, child]
+        discount = np.asarray(tree.node_discounts)[rows, child]
+    q = reward + discount * np.asarray(tree.node_values)[rows, child]
+    low, high = np.asarray(tree.minmax_low), np.asarray(tree.minmax_high)
+    for b in range(B):
+        assert visited[b].any(), b
+        assert low[b] <= q[b][visited[b]].min() + 1e-5, (b, low[b], q[b][visited[b]].min())
+        assert high[b] >= q[b][visited[b]].max() - 1e-5, (b, high[b], q[b][visited[b]].max())
 
 
 def _check_early_stop(tree, plain, num_actions: int) -> None:
@@ -214,14 +242,15 @@ def test_continued_tree_refuses_another_kind_or_capacity():
 # every sampled-action search does.
 SAMPLED_GUMBEL_REFUSED = {
     **{("sampled_gumbel", f, "graph"): ["graph=", "sampled actions"]
-       for f in FEATURES if f != "dirichlet"},
+       for f in FEATURES if f not in ("dirichlet", "tree_bounds")},
     ("sampled_gumbel", "reuse", "tree"): ["tree=", "sequential halving"],
     ("sampled_gumbel", "leaves", "tree"): ["leaves_per_step", "sequential halving"],
     ("sampled_gumbel", "solver", "tree"): ["solver=", "sampled actions"],
     ("sampled_gumbel", "early_stop", "tree"): ["early_stop", "sequential halving"],
 }
+# No Dirichlet noise and no PUCT selection at a Gumbel root (as for gumbel_policy).
 SAMPLED_GUMBEL_CELLS = [("sampled_gumbel", f, m) for f in FEATURES for m in MODES
-                        if f != "dirichlet"]
+                        if f not in ("dirichlet", "tree_bounds")]
 
 
 @functools.partial(sc.jit, static_argnames=("feature", "mode"))
@@ -277,3 +306,8 @@ def test_sampled_gumbel_takes_no_dirichlet_noise():
     params = inspect.signature(jaxpuct.sampled_gumbel_policy).parameters
     assert "dirichlet_fraction" not in params and "dirichlet_alpha" not in params
     assert "dirichlet_fraction" in inspect.signature(jaxpuct.sampled_policy).parameters
+    # Nor a PUCT rule (so no tree-wide min-max bounds): the Gumbel policies select
+    # by their completed-Q transform.
+    for policy in (jaxpuct.gumbel_policy, jaxpuct.sampled_gumbel_policy,
+                   jaxpuct.stochastic_gumbel_policy):
+        assert "selection" not in inspect.signature(policy).parameters, policy
