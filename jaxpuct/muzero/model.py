@@ -54,7 +54,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from jaxpuct.muzero.networks import MuZeroNetwork, head_scalar
-from jaxpuct.selection import PUCTConfig
+from jaxpuct.selection import MinMaxBounds, PUCTConfig
 from jaxpuct.types import RecurrentFnOutput, RootFnOutput
 
 __all__ = ["MuZeroModel", "muzero_puct_config"]
@@ -72,11 +72,11 @@ def network_root(net: Any, obs: jax.Array, legal_action_mask: jax.Array | None
 
 
 def muzero_puct_config(c_init: float = 1.25, c_base: float = 19652.0,
-                       minmax_bounds: str = "node") -> PUCTConfig:
+                       minmax_bounds: MinMaxBounds = "node") -> PUCTConfig:
     """The PUCT rule for a learned model (module docstring): ``PUCTConfig.mctx_muzero``;
     ``minmax_bounds="tree"``: one pair of min-max bounds per search (the pseudocode's)."""
     return PUCTConfig.mctx_muzero(c_init=c_init, c_base=c_base,
-                                  minmax_bounds=minmax_bounds)  # pyright: ignore[reportArgumentType]
+                                  minmax_bounds=minmax_bounds)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ Evaluation, against the exact minimax tables of :mod:`jaxpuct.testing.tictactoe`
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +31,7 @@ import numpy as np
 import jaxpuct
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
+from jaxpuct.selection import MinMaxBounds
 from jaxpuct.testing import tictactoe as ttt
 
 __all__ = ["Trajectories", "evaluate_games", "evaluate_optimal_moves", "observe", "play_games",
@@ -86,8 +87,8 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
                                      gumbel_scale=0.0 if greedy else 1.0)
     return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
                                     config.num_simulations,
-                                    selection=muzero_puct_config(
-                                        minmax_bounds=config.minmax_bounds),
+                                    selection=muzero_puct_config(minmax_bounds=cast(
+                                        MinMaxBounds, config.minmax_bounds)),
                                     dirichlet_fraction=0.25 if noise else 0.0,
                                     temperature=0.0 if greedy else 1.0)
 
@@ -145,7 +146,7 @@ def _lines_lost(chosen: dict[int, int], agent: int) -> int:
     """Games lost by the agent playing ``chosen[code(position)]`` as ``agent``
     (1: X, -1: O) against every minimax-optimal line of the opponent."""
     table = ttt.optimal_move_table()
-    lost, stack = 0, [ttt.parse(".........")]
+    lost, stack = 0, [ttt.EMPTY]
     while stack:
         pos = stack.pop()
         if ttt.is_terminal(pos):

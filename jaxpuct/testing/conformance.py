@@ -343,13 +343,9 @@ def _random_factored_actions(rng: np.random.Generator, legal: np.ndarray | None,
     ids = np.zeros(batch, np.int64)
     active = np.ones(batch, bool)
     for n, cols in zip(space.factor_sizes, _factor_slices(space), strict=True):
-        if legal is None:
-            value = rng.integers(0, n, batch)
-        else:
-            mask = legal[:, cols]
-            value = np.argmax(np.where(mask, rng.random(mask.shape), -1.0), axis=1)
-            active &= mask.any(axis=1)
-        ids = ids * n + value
+        value, playable = _random_legal_actions(rng, None if legal is None else legal[:, cols],
+                                                batch, n)
+        ids, active = ids * n + value, active & playable
     return ids.astype(np.int32), active
 
 
