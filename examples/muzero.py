@@ -2,6 +2,7 @@
 
     python -m examples.muzero --game tic_tac_toe
     python -m examples.muzero --iterations 100 --policy alphazero --run-dir runs/muzero_ttt
+    python -m examples.muzero --iterations 100 --policy sampled --num-samples 4
 
 Each iteration plays ``--batch-size`` games to their ends in lockstep (the
 model's root from the real board and legal mask, the search inside the learned
@@ -137,8 +138,9 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
     model = MuZeroModel(graphdef, discount=config.discount, zero_sum=True)
     optimizer = training.make_optimizer(config.loss)
     ts = TrainState(params=params, opt_state=optimizer.init(params),
-                    buffer=replay.empty_buffer(config.buffer_size, selfplay.OBS_SHAPE,
-                                               jnp.float32, 9),
+                    buffer=replay.empty_buffer(
+                        config.buffer_size, selfplay.OBS_SHAPE, jnp.float32, 9,
+                        num_samples=config.num_samples if config.policy == "sampled" else None),
                     iteration=jnp.zeros((), jnp.int32), rng=jax.random.key_data(key),
                     target_params=params if config.target_update_every else None)
     if resume:

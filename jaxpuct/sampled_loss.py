@@ -56,8 +56,8 @@ def sampled_log_prob(space: ActionSpace, prior_logits: jax.Array,
       space: the action space the search used.
       prior_logits: ``[B, W]`` the network's policy head (``W = space.params_width``).
       actions: ``[B, K]`` int32 ids, or ``[B, K, D]`` vectors with ``GaussianActions``;
-        ids outside ``[0, A)`` (a search's ``-1`` at invalid slots) give finite,
-        meaningless numbers: weight them 0.
+        ids outside ``[0, A)`` give finite, meaningless numbers, as does the
+        placeholder id of a slot the search could not fill: weight them 0.
 
     Returns:
       ``[B, K]`` float32 log-probabilities.

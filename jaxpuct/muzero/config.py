@@ -15,7 +15,8 @@ from jaxpuct.muzero.training import LossConfig
 __all__ = ["GAMES", "POLICIES", "MuZeroConfig"]
 
 GAMES = ("tic_tac_toe",)
-POLICIES = ("gumbel", "alphazero")
+GAME_ACTIONS = {"tic_tac_toe": 9}
+POLICIES = ("gumbel", "alphazero", "sampled")
 
 
 def _choice(default, choices):
@@ -37,8 +38,13 @@ class MuZeroConfig:
       seed: PRNG seed of the run.
       batch_size: games played in lockstep per iteration (each to its end).
       num_simulations: simulations per move.
-      policy: gumbel (gumbel_policy, completed-Q target) or alphazero (PUCT with
-        muzero_puct_config, visit target, Dirichlet noise at the root).
+      policy: gumbel (gumbel_policy, completed-Q target), alphazero (PUCT with
+        muzero_puct_config, visit target, Dirichlet noise at the root) or sampled
+        (Sampled MuZero: sampled_policy with muzero_puct_config over num_samples
+        actions drawn at each node, its visit target over them, stored with their
+        ids).
+      num_samples: K, actions sampled at each node by the sampled policy (at most
+        the game's actions, 9 for tic-tac-toe); unused by the others.
       hidden: widths of each MLP function's dense layers.
       latent_size: features of the latent state.
       unroll_steps: K, steps the model is unrolled in training.
@@ -62,7 +68,8 @@ class MuZeroConfig:
         with bootstrap, its value bootstraps); 0: no target network, reanalyse
         uses the current parameters.
       minmax_bounds: node (each node's own min-max Q bounds, as mctx) or tree (one
-        pair per search, as the MuZero pseudocode's MinMaxStats); alphazero only.
+        pair per search, as the MuZero pseudocode's MinMaxStats); alphazero and
+        sampled.
     """
 
     game: str = _choice("tic_tac_toe", GAMES)
@@ -70,6 +77,7 @@ class MuZeroConfig:
     batch_size: int = _at_least(128, 1)
     num_simulations: int = _at_least(16, 1)
     policy: str = _choice("gumbel", POLICIES)
+    num_samples: int = _at_least(4, 1)
     hidden: tuple[int, ...] = (64, 64)
     latent_size: int = _at_least(64, 1)
     unroll_steps: int = _at_least(5, 1)
@@ -100,6 +108,9 @@ class MuZeroConfig:
         if not self.reanalyse_fraction <= 1.0:
             raise ValueError(f"MuZeroConfig.reanalyse_fraction must be in [0, 1], got "
                              f"{self.reanalyse_fraction!r}.")
+        if self.num_samples > GAME_ACTIONS[self.game]:
+            raise ValueError(f"MuZeroConfig.num_samples must be at most the game's "
+                             f"{GAME_ACTIONS[self.game]} actions, got {self.num_samples!r}.")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"MuZeroConfig.discount must be in (0, 1], got {self.discount!r}.")
 

@@ -28,8 +28,9 @@ pseudocode's ``value_score = 0`` for an unvisited child). One difference stays:
 jaxpuct's min-max bounds are per node (the node's value and its visited
 children's ``Q(s, a) = r + gamma v``), as mctx's ``muzero_policy`` does
 (``qtransform_by_parent_and_siblings``); the pseudocode's ``MinMaxStats`` are
-one pair of bounds for the whole tree. Tree-wide bounds would have to ride along
-the tree as an extension (an O(1) update per backup); not done yet.
+one pair of bounds for the whole tree, which
+``muzero_puct_config(minmax_bounds="tree")`` gives (an engine extension that
+updates them in O(1) per backed-up edge).
 
 ``gumbel_policy`` needs nothing special: its completed Q is min-max rescaled by
 default (``CompletedQConfig.rescale_values``), which is what makes it fit a

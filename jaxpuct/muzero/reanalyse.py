@@ -47,13 +47,17 @@ import jax.numpy as jnp
 
 from jaxpuct.muzero.replay import Batch, TrajectoryBuffer, window_rows
 from jaxpuct.muzero.targets import unroll_targets
+from jaxpuct.sampled import SampledPolicyOutput
 from jaxpuct.types import PolicyOutput
 
 __all__ = ["SearchFn", "reanalyse_batch", "reanalysed_rows", "searched_positions"]
 
-SearchFn = Callable[[Any, jax.Array, jax.Array, jax.Array], PolicyOutput]
+SearchFn = Callable[[Any, jax.Array, jax.Array, jax.Array],
+                    PolicyOutput | SampledPolicyOutput]
 """``(params, keys [M], obs [M, ...], legal [M, A]) -> PolicyOutput``: the search
-at ``M`` roots (e.g. :func:`.selfplay.search_roots` with its config bound)."""
+at ``M`` roots (e.g. :func:`.selfplay.search_roots` with its config bound); a
+:class:`jaxpuct.SampledPolicyOutput` for a buffer of sampled policies (its
+``action_weights [M, K]`` over its ``sampled_actions [M, K]``)."""
 
 
 def reanalysed_rows(fraction: float, batch_size: int) -> int:
@@ -94,9 +98,9 @@ def reanalyse_batch(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: ja
 
     Returns:
       :class:`.replay.Batch` with ``targets`` ``value [B, K + 1]`` and ``policy
-      [B, K + 1, A]`` new in rows ``< R`` (``reward`` and ``policy_mask`` are
-      those of the stored data, recomputed); ``obs``, ``actions``, ``weights``
-      and ``index`` unchanged.
+      [B, K + 1, P]`` (and ``policy_actions`` with a sampled search) new in rows
+      ``< R`` (``reward`` and ``policy_mask`` are those of the stored data,
+      recomputed); ``obs``, ``actions``, ``weights`` and ``index`` unchanged.
     """
     size = batch.obs.shape[0]
     count = reanalysed_rows(fraction, size)
@@ -116,8 +120,11 @@ def reanalyse_batch(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: ja
     keys = jax.vmap(lambda s: jax.random.split(jax.random.fold_in(key, s), num_positions))(
         start).reshape(-1)  # [R J]
     out = search_fn(params, keys, obs, legal)
-    num_actions = buffer.policy.shape[-1]
-    fresh_policy = out.action_weights.reshape(count, num_positions, num_actions)
+    width = buffer.policy.shape[-1]
+    if out.action_weights.shape[-1] != width:
+        raise ValueError(f"search_fn's action_weights must have the buffer's policy width "
+                         f"{width}, got shape {tuple(out.action_weights.shape)}.")
+    fresh_policy = out.action_weights.reshape(count, num_positions, width)
     fresh_value = out.search_tree.summary().value.reshape(count, num_positions)
     # Without bootstrap every stored value stays (mixing fresh values at the
     # positions that happen to be both kinds would make the targets depend on K).
@@ -125,8 +132,18 @@ def reanalyse_batch(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: ja
     values = buffer.root_value[index]
     if bootstrap:
         values = values.at[:, positions].set(fresh_value.astype(jnp.float32))
+    policy_actions = None
+    if buffer.policy_actions is not None:
+        # A sampled search's new weights refer to its own new samples.
+        sampled = getattr(out, "sampled_actions", None)
+        if sampled is None:
+            raise ValueError("the buffer holds a sampled search's policies: search_fn must "
+                             "return its sampled_actions (jaxpuct.sampled_policy).")
+        policy_actions = buffer.policy_actions[index].at[:, positions].set(
+            sampled.reshape(count, num_positions, width).astype(jnp.int32))
     fresh = unroll_targets(buffer.reward[index], values, policies, buffer.episode_end[index],
-                           filled, discount, unroll_steps, td_steps)
+                           filled, discount, unroll_steps, td_steps,
+                           policy_actions=policy_actions)
     targets = jax.tree.map(lambda new, old: jnp.concatenate([new, old[count:]], axis=0),
                            fresh, batch.targets)
     return batch._replace(targets=targets)

@@ -2,7 +2,8 @@
 
 Each row is one step ``t`` of an episode: the observation ``o_t``, the action
 ``a_t`` taken, its reward ``u_{t+1}`` (from the mover's view), the root search
-policy ``pi_t`` and value ``v_t``, the root's legal mask (a new search there,
+policy ``pi_t`` (over all actions, or a sampled search's weights over its sampled
+actions with their ids) and value ``v_t``, the root's legal mask (a new search there,
 :mod:`.reanalyse`, needs it), whether the step ended the episode, and a
 priority. Episodes are written whole and contiguously, one after another, with
 jitted scatters (the buffer is a pytree of fixed-size arrays that can be
@@ -49,7 +50,9 @@ class TrajectoryBuffer(Replaceable):
       obs: ``[N, ...]`` observations ``o_t``.
       action: ``[N]`` int32 action taken at ``t``.
       reward: ``[N]`` float32 its reward, from the mover's view.
-      policy: ``[N, A]`` float32 root search policy.
+      policy: ``[N, P]`` float32 root search policy: over all ``A`` actions
+        (``P = A``), or a sampled search's weights over its ``P = K`` sampled
+        actions.
       root_value: ``[N]`` float32 root search value, from the view of the player
         to move at ``t``.
       legal: ``[N, A]`` bool legal actions at ``o_t`` (all ``True`` where the
@@ -58,6 +61,10 @@ class TrajectoryBuffer(Replaceable):
       priority: ``[N]`` float32 ``p_i`` (> 0 where filled).
       next_row: ``[]`` int32.
       num_added: ``[]`` int32, saturating at ``2**31 - 1``.
+      policy_actions: ``[N, K]`` int32 ids of the sampled actions ``policy``
+        weighs (a slot the search could not fill: weight 0, placeholder id), or
+        ``None`` when ``policy`` is over
+        all actions.
     """
 
     obs: jax.Array
@@ -70,10 +77,16 @@ class TrajectoryBuffer(Replaceable):
     priority: jax.Array
     next_row: jax.Array
     num_added: jax.Array
+    policy_actions: jax.Array | None = None
 
     @property
     def size(self) -> int:
         return self.action.shape[0]
+
+    @property
+    def num_actions(self) -> int:
+        """``A``, the width of the legal masks (``policy``'s is ``K`` when sampled)."""
+        return self.legal.shape[-1]
 
 
 class Batch(NamedTuple):
@@ -96,16 +109,23 @@ class Batch(NamedTuple):
     index: jax.Array  # pyright: ignore[reportIncompatibleMethodOverride]
 
 
-def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: int
-                 ) -> TrajectoryBuffer:
-    """A buffer of ``size`` rows, none filled."""
+def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: int,
+                 num_samples: int | None = None) -> TrajectoryBuffer:
+    """A buffer of ``size`` rows, none filled; with ``num_samples = K`` its policies
+    are a sampled search's (``policy [N, K]`` and ``policy_actions [N, K]``)."""
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size!r}.")
+    if num_samples is not None and not 1 <= num_samples <= num_actions:
+        raise ValueError(f"num_samples must be in [1, num_actions = {num_actions}], got "
+                         f"{num_samples!r}.")
+    width = num_actions if num_samples is None else num_samples
     return TrajectoryBuffer(
         obs=jnp.zeros((size, *obs_shape), obs_dtype),
         action=jnp.zeros((size,), jnp.int32),
         reward=jnp.zeros((size,), jnp.float32),
-        policy=jnp.zeros((size, num_actions), jnp.float32),
+        policy=jnp.zeros((size, width), jnp.float32),
+        policy_actions=(None if num_samples is None
+                        else jnp.full((size, num_samples), -1, jnp.int32)),
         root_value=jnp.zeros((size,), jnp.float32),
         legal=jnp.zeros((size, num_actions), jnp.bool_),
         episode_end=jnp.zeros((size,), jnp.bool_),
@@ -139,7 +159,8 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
                    reward: jax.Array, policy: jax.Array, root_value: jax.Array,
                    episode_end: jax.Array, written: jax.Array,
                    priority: jax.Array | None = None,
-                   legal: jax.Array | None = None) -> TrajectoryBuffer:
+                   legal: jax.Array | None = None,
+                   policy_actions: jax.Array | None = None) -> TrajectoryBuffer:
     """Appends the written steps of ``B`` trajectories, episode after episode.
 
     Args:
@@ -153,19 +174,25 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
       legal: ``[B, T, A]`` bool legal actions at each step's observation, or
         ``None`` for all legal (then a reanalysing search may pick any action at
         the root).
+      policy_actions: ``[B, T, K]`` int32 sampled action ids of ``policy``; given
+        exactly when the buffer holds a sampled search's policies.
 
     Returns:
       The buffer with the steps at ``next_row, next_row + 1, ...`` (mod ``N``).
     """
     batch, steps = written.shape
     n = buffer.size
+    if (policy_actions is None) != (buffer.policy_actions is None):
+        raise ValueError("policy_actions must be given exactly when the buffer holds a "
+                         "sampled search's policies (empty_buffer(num_samples=K)); the buffer "
+                         f"{'does' if buffer.policy_actions is not None else 'does not'}.")
     written = written.astype(jnp.bool_)
     episode_end = episode_end.astype(jnp.bool_) | last_written(written)
     if priority is None:
         top = jnp.max(buffer.priority)
         priority = jnp.full((batch, steps), jnp.where(top > 0, top, 1.0))
     if legal is None:
-        legal = jnp.ones((batch, steps, buffer.legal.shape[-1]), jnp.bool_)
+        legal = jnp.ones((batch, steps, buffer.num_actions), jnp.bool_)
     flat = written.reshape(-1)
     offsets = jnp.cumsum(flat) - 1
     # Steps not written go to row n, out of bounds, and are dropped.
@@ -183,7 +210,9 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
         episode_end=put(buffer.episode_end, episode_end),
         priority=put(buffer.priority, priority),
         next_row=(buffer.next_row + num_new) % n,
-        num_added=jnp.minimum(buffer.num_added, _INT32_MAX - num_new) + num_new)
+        num_added=jnp.minimum(buffer.num_added, _INT32_MAX - num_new) + num_new,
+        policy_actions=(None if buffer.policy_actions is None
+                        else put(buffer.policy_actions, policy_actions)))
 
 
 def update_priorities(buffer: TrajectoryBuffer, index: jax.Array,
@@ -242,9 +271,11 @@ def sample(buffer: TrajectoryBuffer, rng: jax.Array, batch_size: int, unroll_ste
     index, filled_window = window_rows(buffer, start, unroll_steps, td_steps)
     targets = unroll_targets(buffer.reward[index], buffer.root_value[index],
                              buffer.policy[index], buffer.episode_end[index], filled_window,
-                             discount, unroll_steps, td_steps)
-    num_actions = buffer.policy.shape[-1]
-    random_actions = jax.random.randint(action_key, (batch_size, unroll_steps), 0, num_actions)
+                             discount, unroll_steps, td_steps,
+                             policy_actions=(None if buffer.policy_actions is None
+                                             else buffer.policy_actions[index]))
+    random_actions = jax.random.randint(action_key, (batch_size, unroll_steps), 0,
+                                        buffer.num_actions)
     # Actions are unrolled where their step is in the episode, random after.
     stored = buffer.action[index[:, :unroll_steps]]
     actions = jnp.where(targets.policy_mask[:, :unroll_steps], stored, random_actions)

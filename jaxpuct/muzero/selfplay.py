@@ -3,7 +3,8 @@
 Tic-tac-toe with the batched JAX rules of :mod:`jaxpuct.testing.tictactoe`: every
 iteration starts ``B`` games and plays them to their end (at most 9 plies) in
 one ``jax.jit``: the model's root from the real observation with the real legal
-mask, the search (``gumbel_policy`` or ``alphazero_policy``), the real rules.
+mask, the search (``gumbel_policy``, ``alphazero_policy`` or ``sampled_policy``),
+the real rules.
 The steps go to :mod:`.replay` as ``[B, 9]`` trajectories (a step is written
 while its game is running). Rewards are the mover's (+1 for a win), values the
 player to move's, and the targets' discount is ``-gamma`` (two players).
@@ -44,8 +45,10 @@ MAX_PLIES = 9
 class Trajectories(NamedTuple):
     """``B`` games of at most 9 plies, the fields of
     :func:`.replay.write_episodes`: ``obs [B, 9, 18]``, ``action [B, 9]``,
-    ``reward [B, 9]``, ``policy [B, 9, A]``, ``root_value [B, 9]``,
-    ``episode_end [B, 9]``, ``written [B, 9]``, ``legal [B, 9, A]`` (by keyword:
+    ``reward [B, 9]``, ``policy [B, 9, P]``, ``root_value [B, 9]``,
+    ``episode_end [B, 9]``, ``written [B, 9]``, ``legal [B, 9, A]`` and
+    ``policy_actions [B, 9, K]`` (the sampled policy's ids, ``P = K``; else
+    ``None`` and ``P = A``) (by keyword:
     ``write_episodes(buffer, **trajectories._asdict())``)."""
 
     obs: jax.Array
@@ -56,6 +59,7 @@ class Trajectories(NamedTuple):
     episode_end: jax.Array
     written: jax.Array
     legal: jax.Array
+    policy_actions: jax.Array | None = None
 
 
 def observe(state: ttt.State) -> jax.Array:
@@ -72,7 +76,8 @@ def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array
 
 def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
                  obs: jax.Array, legal: jax.Array, greedy: bool,
-                 root_noise: bool | None = None) -> jaxpuct.PolicyOutput:
+                 root_noise: bool | None = None
+                 ) -> jaxpuct.PolicyOutput | jaxpuct.SampledPolicyOutput:
     """The configured policy at observations ``obs [B, 18]`` with legal masks
     ``legal [B, A]`` (the roots of self-play, and of :mod:`.reanalyse` from the
     stored steps); ``key`` is one key or ``[B]`` keys. ``root_noise``: Dirichlet
@@ -80,15 +85,22 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
     without it (``docs/muzero.md`` has the measurement)."""
     root = model.root(params, obs, legal)
     noise = not greedy if root_noise is None else root_noise
+    selection = muzero_puct_config(minmax_bounds=cast(MinMaxBounds, config.minmax_bounds))
+    if config.policy == "sampled":
+        # The samples themselves stay random in a greedy search (the paper samples
+        # at evaluation too); greedy removes the noise and plays the most visited.
+        return jaxpuct.sampled_policy(params, key, root, model.recurrent_fn,
+                                      config.num_simulations, num_samples=config.num_samples,
+                                      selection=selection,
+                                      dirichlet_fraction=0.25 if noise else 0.0,
+                                      temperature=0.0 if greedy else 1.0)
     if config.policy == "gumbel":
         return jaxpuct.gumbel_policy(params, key, root, model.recurrent_fn,
                                      config.num_simulations,
                                      max_num_considered_actions=ttt.NUM_ACTIONS,
                                      gumbel_scale=0.0 if greedy else 1.0)
     return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
-                                    config.num_simulations,
-                                    selection=muzero_puct_config(minmax_bounds=cast(
-                                        MinMaxBounds, config.minmax_bounds)),
+                                    config.num_simulations, selection=selection,
                                     dirichlet_fraction=0.25 if noise else 0.0,
                                     temperature=0.0 if greedy else 1.0)
 
@@ -104,12 +116,13 @@ def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
         running = ~state.terminal
         next_state, reward, terminal = ttt.step(state, out.action)
         value = out.search_tree.summary().value
-        record = (observe(state), out.action, reward, out.action_weights, value,
-                  terminal & running, running, ttt.legal(state))
+        record = Trajectories(observe(state), out.action, reward, out.action_weights, value,
+                              terminal & running, running, ttt.legal(state),
+                              getattr(out, "sampled_actions", None))
         return next_state, record
 
     _, records = jax.lax.scan(ply, state, jax.random.split(key, MAX_PLIES))
-    return Trajectories(*(jnp.swapaxes(x, 0, 1) for x in records))
+    return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), records)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

@@ -11,7 +11,10 @@ the unrolled model at positions ``t + k``, ``k = 0..K``, on
 * the reward target of unroll step ``k >= 1``: ``u_{t+k-1}``, the reward of the
   ``k``-th unrolled action (LightZero's ``target_reward[:, k - 1]``; the v1
   pseudocode's index is one off);
-* the policy target ``pi_{t+k}``: the root search policy stored at ``t + k``.
+* the policy target ``pi_{t+k}``: the root search policy stored at ``t + k``:
+  a distribution over all ``A`` actions, or, from a sampled search (Sampled
+  MuZero, Hubert et al. 2021), weights over the ``K`` actions it sampled there,
+  stored with their ids (``policy_actions``).
 
 Past an episode's end the unroll continues in an *absorbing* state, as the
 paper says ("states past the end of games are treated as absorbing states"):
@@ -45,15 +48,22 @@ class UnrollTargets(NamedTuple):
       value: ``[B, K + 1]`` n-step value targets (0 past the end).
       reward: ``[B, K + 1]`` reward targets; ``reward[:, k]`` is that of unroll
         step ``k`` (the ``k``-th action); ``reward[:, 0]`` is 0 and unused.
-      policy: ``[B, K + 1, A]`` search policies (0 past the end).
+      policy: ``[B, K + 1, P]`` search policies (0 past the end): ``P = A``, a
+        weight per action, or ``P`` = the sampled search's samples per node, a
+        weight per sampled action.
       policy_mask: ``[B, K + 1]`` bool, positions inside the episode (the policy
         loss is taken there only).
+      policy_actions: ``[B, K + 1, P]`` int32 action ids the weights of ``policy``
+        refer to (a sampled search's ``sampled_actions``; a slot the search
+        could not fill has weight 0 and a placeholder id), or ``None`` when
+        ``policy`` is over all ``A`` actions.
     """
 
     value: jax.Array
     reward: jax.Array
     policy: jax.Array
     policy_mask: jax.Array
+    policy_actions: jax.Array | None = None
 
 
 def window_length(unroll_steps: int, td_steps: int) -> int:
@@ -117,18 +127,21 @@ def n_step_values(rewards: jax.Array, values: jax.Array, episode_end: jax.Array,
 
 def unroll_targets(rewards: jax.Array, values: jax.Array, policies: jax.Array,
                    episode_end: jax.Array, filled: jax.Array, discount: float,
-                   unroll_steps: int, td_steps: int) -> UnrollTargets:
+                   unroll_steps: int, td_steps: int,
+                   policy_actions: jax.Array | None = None) -> UnrollTargets:
     """The targets of ``K`` unroll steps from windows of ``W = K + n + 1`` rows.
 
     Args:
       rewards: ``[B, W]`` rewards of the steps taken at ``t + j``.
       values: ``[B, W]`` root search values.
-      policies: ``[B, W, A]`` root search policies.
+      policies: ``[B, W, P]`` root search policies.
       episode_end: ``[B, W]`` bool.
       filled: ``[B, W]`` bool, rows holding data.
       discount: signed ``d``.
       unroll_steps: ``K`` >= 1.
       td_steps: ``n`` >= 1.
+      policy_actions: ``[B, W, P]`` int32 ids of a sampled search's policies, or
+        ``None`` (policies over all actions).
 
     Returns:
       :class:`UnrollTargets` (module docstring for the absorbing steps).
@@ -145,5 +158,11 @@ def unroll_targets(rewards: jax.Array, values: jax.Array, policies: jax.Array,
     reward = jnp.concatenate([jnp.zeros_like(step_rewards[:, :1]), step_rewards], axis=-1)
     policy_mask = alive[:, :k1]
     policy = jnp.where(policy_mask[..., None], policies[:, :k1], 0.0)
+    if policy_actions is not None:
+        if policy_actions.shape != policies.shape:
+            raise ValueError(f"policy_actions must have the shape of policies "
+                             f"{tuple(policies.shape)}, got {tuple(policy_actions.shape)}.")
+        policy_actions = policy_actions[:, :k1].astype(jnp.int32)
     return UnrollTargets(value=z[:, :k1], reward=reward.astype(jnp.float32),
-                         policy=policy.astype(jnp.float32), policy_mask=policy_mask)
+                         policy=policy.astype(jnp.float32), policy_mask=policy_mask,
+                         policy_actions=policy_actions)

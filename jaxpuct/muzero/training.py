@@ -8,6 +8,9 @@ and each step's predictions are trained on :mod:`.targets`::
     l = sum_k w_k (l_p(pi_{t+k}, p_k) + c_v l_v(z_{t+k}, v_k) + c_r l_r(u_{t+k}, r_k))
 
 * ``l_p``: cross-entropy with the search policy (only where ``policy_mask``);
+  for a sampled search's target, Hubert et al.'s (2021) ``-sum_j w_j log p(a_j)``
+  over its sampled actions ``a_j`` (:func:`jaxpuct.sampled_policy_loss`), which is
+  the cross-entropy with a target that is zero off the samples;
 * ``l_v``, ``l_r``: cross-entropy between the head's logits and the two-hot
   target over its support (:mod:`.value_transform`), or the squared error for a
   scalar (``tanh``) head; no reward loss at ``k = 0``;
@@ -40,8 +43,11 @@ from jaxpuct.alphazero.training import decay_mask
 from jaxpuct.muzero.networks import MuZeroNetwork, head_scalar
 from jaxpuct.muzero.replay import Batch
 from jaxpuct.muzero.value_transform import Support, scalar_to_two_hot
+from jaxpuct.sampled import DiscreteActions
+from jaxpuct.sampled_loss import sampled_policy_loss
 
-__all__ = ["LossConfig", "Predictions", "head_loss", "make_optimizer", "scale_gradient",
+__all__ = ["LossConfig", "Predictions", "head_loss", "make_optimizer", "policy_loss",
+           "scale_gradient",
            "train_step", "unroll", "unroll_loss"]
 
 
@@ -129,6 +135,20 @@ def head_loss(out: jax.Array, target: jax.Array, support: Support | None) -> jax
                     axis=-1)
 
 
+def policy_loss(logits: jax.Array, policy: jax.Array,
+                policy_actions: jax.Array | None = None) -> jax.Array:
+    """Cross-entropy of ``logits [..., A]`` with the target ``policy [..., P]``:
+    over all actions (``P = A``, ``policy_actions`` ``None``), or a sampled search's
+    weights over the ids ``policy_actions [..., P]``; ``[...]``."""
+    if policy_actions is None:
+        return -jnp.sum(policy * jax.nn.log_softmax(logits, axis=-1), axis=-1)
+    lead, num_actions = logits.shape[:-1], logits.shape[-1]
+    width = policy.shape[-1]
+    loss = sampled_policy_loss(DiscreteActions(num_actions), logits.reshape(-1, num_actions),
+                               policy_actions.reshape(-1, width), policy.reshape(-1, width))
+    return loss.reshape(lead)
+
+
 def unroll_loss(net: MuZeroNetwork, batch: Batch, config: LossConfig
                 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """``(loss, metrics)`` of a minibatch (module docstring).
@@ -143,8 +163,8 @@ def unroll_loss(net: MuZeroNetwork, batch: Batch, config: LossConfig
     k = batch.actions.shape[1]
     preds = unroll(net, batch.obs, batch.actions, config.dynamics_gradient_scale)
     step_weight = jnp.concatenate([jnp.ones((1,)), jnp.full((k,), 1.0 / k)])  # [K + 1]
-    log_p = jax.nn.log_softmax(preds.policy_logits, axis=-1)
-    policy = -jnp.sum(targets.policy * log_p, axis=-1) * targets.policy_mask  # [B, K + 1]
+    policy = policy_loss(preds.policy_logits, targets.policy,
+                         targets.policy_actions) * targets.policy_mask  # [B, K + 1]
     value = head_loss(preds.value, targets.value, net.config.value)  # [B, K + 1]
     reward = head_loss(preds.reward, targets.reward[:, 1:], net.config.reward)  # [B, K]
     policy, value = policy @ step_weight, value @ step_weight
