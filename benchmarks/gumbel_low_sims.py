@@ -4,7 +4,8 @@ Danihelka et al. (2022, "Policy improvement by planning with Gumbel") report
 that Gumbel MuZero keeps learning at 2-16 simulations where MuZero does not.
 This driver runs ``examples.selfplay`` once per (policy, S, seed), one run at a
 time, each pinned to one core (``taskset -c CORE``) and stopped by
-``--max-minutes`` (wall seconds spent in self-play and training, first compile
+``--iterations`` (an equal-iterations grid, whatever the load on the core) or
+by ``--max-minutes`` (wall seconds spent in self-play and training, first compile
 included; on a pinned core with one run at a time wall is close to CPU, and the
 CPU seconds of every run are measured too), and prints per cell the mean and
 the min / max over seeds of: iterations done, losing lines against minimax
@@ -34,12 +35,13 @@ import numpy as np
 
 
 def run_one(policy: str, sims: int, seed: int, minutes: float, out: str, extra: str,
-            core: int, eval_every: int, label: str = "") -> dict:
+            core: int, eval_every: int, label: str = "", iterations: int = 0) -> dict:
     """One training run in a child process; its metrics and CPU seconds."""
     run_dir = os.path.join(out, f"{label + '_' if label else ''}{policy}_s{sims}_seed{seed}")
     cmd = ["taskset", "-c", str(core), sys.executable, "-m", "examples.selfplay",
            "--game", "tic_tac_toe", "--policy", policy, "--num-simulations", str(sims),
-           "--seed", str(seed), "--max-minutes", str(minutes), "--iterations", "1000000",
+           "--seed", str(seed), "--max-minutes", str(minutes),
+           "--iterations", str(iterations or 1_000_000),
            "--eval-every", str(eval_every), "--checkpoint-every", "0",
            "--temperature-moves", "9", "--lr-decay-steps", "4000",
            "--run-dir", run_dir, "--overwrite", "--no-progress", "--no-plot",
@@ -57,7 +59,8 @@ def run_one(policy: str, sims: int, seed: int, minutes: float, out: str, extra: 
              for r in records if "eval_minimax_first_loss" in r]
     last = records[-1]
     return {"policy": policy, "sims": sims, "seed": seed, "extra": extra,
-            "minutes": minutes, "run_dir": run_dir, "iterations": last["iteration"],
+            "minutes": minutes, "iteration_budget": iterations, "run_dir": run_dir,
+            "iterations": last["iteration"],
             "train_seconds": last["train_seconds"], "wall_seconds": time.time() - start,
             "cpu_seconds": usage.ru_utime + usage.ru_stime,
             "loss": last["loss"], "policy_loss": last.get("policy_loss"),
@@ -95,6 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--minutes", type=float, default=0.75,
                    help="--max-minutes of every run")
+    p.add_argument("--iterations", type=int, default=0,
+                   help="stop every run after this many iterations (0: by --minutes only); "
+                   "an equal-iterations grid does not depend on how loaded the core is")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--extra", default="", help="flags passed to every run")
     p.add_argument("--label", default="", help="name of this set of runs in the table")
@@ -116,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
                     if (args.label, policy, sims, seed) in done:
                         continue
                     row = run_one(policy, sims, seed, args.minutes, args.out, args.extra,
-                                  args.core, args.eval_every, args.label)
+                                  args.core, args.eval_every, args.label,
+                                  args.iterations)
                     row["label"] = args.label
                     rows.append(row)
                     with open(path, "a") as f:
