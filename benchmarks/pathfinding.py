@@ -45,10 +45,13 @@ from jaxpuct.testing import pathfinding as pf
 SELECTION = jaxpuct.PUCTConfig(q_normalization="minmax")
 
 
-def planner(name: str, num_samples: int, num_simulations: int, step_limit: int
-            ) -> Callable:
-    """A jitted ``(params, key, state) -> action [B]`` for one search."""
-    factored = name == "factored"
+def planner(name: str, num_samples: int, num_simulations: int, step_limit: int,
+            gumbel_scale: float = 1.0) -> Callable:
+    """A jitted ``(params, key, state) -> action [B]`` for one search: ``"full"``,
+    ``"joint"`` / ``"factored"`` (``sampled_policy``) or ``"gumbel-joint"`` /
+    ``"gumbel-factored"`` (``sampled_gumbel_policy``)."""
+    gumbel = name.startswith("gumbel-")
+    factored = name.endswith("factored")
     root_fn, recurrent_fn = pf.model(joint=not factored)
 
     def plan(params, key, state):
@@ -59,6 +62,12 @@ def planner(name: str, num_samples: int, num_simulations: int, step_limit: int
         if name == "full":
             out = jaxpuct.alphazero_policy(params, keys, root, recurrent_fn,
                                            num_simulations, **common)
+        elif gumbel:
+            space = (FactoredActions((pf.NUM_MOVES,) * state.cells.shape[1]) if factored
+                     else DiscreteActions(root.prior_logits.shape[1]))
+            out = jaxpuct.sampled_gumbel_policy(
+                params, keys, root, recurrent_fn, num_simulations, max_depth=step_limit,
+                num_samples=num_samples, action_space=space, gumbel_scale=gumbel_scale)
         else:
             space = (FactoredActions((pf.NUM_MOVES,) * state.cells.shape[1]) if factored
                      else DiscreteActions(root.prior_logits.shape[1]))
@@ -114,6 +123,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5, help="timed calls per search")
     parser.add_argument("--sweep", type=int, nargs="*", default=[32, 128, 256],
                         help="simulation counts for the equal-time sweep (none: skip)")
+    parser.add_argument("--gumbel", action="store_true",
+                        help="also sampled_gumbel_policy over the same samples (at S only)")
+    parser.add_argument("--gumbel-scale", type=float, default=1.0)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     args = parser.parse_args()
     if args.quick:
@@ -135,9 +147,13 @@ def main() -> None:
                 for k in args.samples]
     configs += [(name, k, sims) for name in ("joint", "factored") for k in args.samples
                 for sims in args.sweep if sims != args.simulations]
+    if args.gumbel:
+        configs += [(name, k, args.simulations) for name in ("gumbel-joint", "gumbel-factored")
+                    for k in args.samples]
     plans, results = {}, {}
     for config in configs:
-        plans[config] = planner(config[0], config[1], config[2], args.step_limit)
+        plans[config] = planner(config[0], config[1], config[2], args.step_limit,
+                                args.gumbel_scale)
         solved, cost, _ = episode(plans[config], params, args.step_limit, args.seed)
         results[config] = (solved, cost)
     # Seconds per move: every search timed at the start states, interleaved round
@@ -155,6 +171,8 @@ def main() -> None:
     full = seconds[configs[0]]
     nearest = {}
     for config in configs[1:]:
+        if config[0].startswith("gumbel-"):
+            continue  # no equal-time sweep of the Gumbel root
         group = (config[0], config[1])
         if group not in nearest or abs(seconds[config] - full) < abs(
                 seconds[nearest[group]] - full):
