@@ -63,8 +63,7 @@ class TrajectoryBuffer(Replaceable):
       num_added: ``[]`` int32, saturating at ``2**31 - 1``.
       policy_actions: ``[N, K]`` int32 ids of the sampled actions ``policy``
         weighs (a slot the search could not fill: weight 0, placeholder id), or
-        ``None`` when ``policy`` is over
-        all actions.
+        ``None`` when ``policy`` is over all actions.
     """
 
     obs: jax.Array

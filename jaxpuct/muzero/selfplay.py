@@ -48,8 +48,8 @@ class Trajectories(NamedTuple):
     ``reward [B, 9]``, ``policy [B, 9, P]``, ``root_value [B, 9]``,
     ``episode_end [B, 9]``, ``written [B, 9]``, ``legal [B, 9, A]`` and
     ``policy_actions [B, 9, K]`` (the sampled policy's ids, ``P = K``; else
-    ``None`` and ``P = A``) (by keyword:
-    ``write_episodes(buffer, **trajectories._asdict())``)."""
+    ``None`` and ``P = A``). Pass them by keyword:
+    ``write_episodes(buffer, **trajectories._asdict())``."""
 
     obs: jax.Array
     action: jax.Array
