@@ -20,6 +20,8 @@ Submodules:
   replacement contain it (the oracle of sampled search);
 * :mod:`jaxpuct.testing.pathfinding`: multi-agent path finding on a grid (``5^F``
   joint moves), its JAX model and an exact A* planner;
+* :mod:`jaxpuct.testing.pendulum`: Gymnasium's ``Pendulum-v1`` dynamics in JAX (a
+  continuous action);
 * :mod:`jaxpuct.testing.pure_search`: search functions with a uniform prior and a
   zero value for any :class:`jaxpuct.envs.adapter.Environment`;
 * :mod:`jaxpuct.testing.checks`: :func:`check_tree`, structural invariants of a
@@ -30,6 +32,7 @@ Submodules:
 
 from jaxpuct.testing import (
     pathfinding,
+    pendulum,
     pure_search,
     random_games,
     stochastic_games,

@@ -1,0 +1,316 @@
+"""Pendulum swing-up by sampled search with the true dynamics and a learned value.
+
+The continuous-action path of Hubert et al. (2021, "Learning and Planning in
+Complex Action Spaces") in its AlphaZero form: the search knows the rules
+(:mod:`jaxpuct.testing.pendulum`, Gymnasium's ``Pendulum-v1``) and a small
+network gives it a Gaussian proposal over the torque and a value.
+
+    python -m examples.pendulum --iterations 30
+
+Each iteration plays ``--batch-size`` episodes of 200 steps in lockstep, one
+``jax.jit``: at every step :func:`jaxpuct.sampled_policy` draws ``K`` torques at
+each node from the network's Gaussian (``GaussianActions(1)``), searches them
+with PUCT (``PUCTConfig.mctx_muzero()``: min-max normalised Q, the rewards are
+costs of any scale) through the true dynamics, and plays a torque drawn in
+proportion to the root's visits. The targets are the search's weights over its
+``K`` root samples (the policy loss ``-Σ_k w_k log π(a_k)``,
+:func:`jaxpuct.sampled_policy_loss`) and the ``n``-step return bootstrapped with
+the search's root values, discounted by ``--discount``; a replay of the last
+``--replay-iterations`` iterations feeds ``--train-steps`` Adam steps. Every
+``--eval-every`` iterations the greedy search (most visited torque, no noise) and
+the network's mean torque alone play 100 fixed episodes; the mean undiscounted
+return is printed with its 95% interval, with the CPU seconds so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+import jaxpuct
+from jaxpuct.sampled import GaussianActions
+from jaxpuct.testing import pendulum as pend
+
+EVAL_EPISODES = 100
+EVAL_SEED = 12345
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """A run (hashable: the jitted functions take it as a static argument).
+
+    Attributes:
+      seed: PRNG seed.
+      batch_size: episodes played in lockstep per iteration.
+      num_simulations: simulations per step.
+      num_samples: K, torques sampled at each node.
+      hidden: width of the network's two hidden layers.
+      discount: gamma of the search and of the value targets.
+      td_steps: n of the n-step value target.
+      min_log_std: floor of the proposal's log sigma (keeps the samples spread;
+        a fit to the search's own draws shrinks sigma every step otherwise).
+      value_scale: the value head predicts value / value_scale.
+      train_steps: Adam steps per iteration.
+      train_batch_size: samples per Adam step.
+      replay_iterations: iterations of data kept for training.
+      learning_rate: Adam's step size.
+      dirichlet_fraction: root noise over the K root samples in self-play.
+    """
+
+    seed: int = 0
+    batch_size: int = 64
+    num_simulations: int = 32
+    num_samples: int = 8
+    hidden: int = 64
+    discount: float = 0.97
+    td_steps: int = 10
+    min_log_std: float = math.log(0.1)
+    value_scale: float = 100.0
+    train_steps: int = 100
+    train_batch_size: int = 256
+    replay_iterations: int = 4
+    learning_rate: float = 1e-3
+    dirichlet_fraction: float = 0.25
+
+    @property
+    def space(self) -> GaussianActions:
+        return GaussianActions(1, min_log_std=self.min_log_std)
+
+
+class Network(nnx.Module):
+    """``obs [B, 3] -> (prior params [B, 2]: mean torque, log sigma; value [B])``."""
+
+    def __init__(self, hidden: int, value_scale: float, rngs: nnx.Rngs):
+        self.l1 = nnx.Linear(pend.OBS_SIZE, hidden, rngs=rngs)
+        self.l2 = nnx.Linear(hidden, hidden, rngs=rngs)
+        self.head = nnx.Linear(hidden, 3, rngs=rngs)
+        self.value_scale = value_scale
+
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x = jax.nn.relu(self.l2(jax.nn.relu(self.l1(obs))))
+        out = self.head(x)
+        mean = pend.MAX_TORQUE * jnp.tanh(out[:, :1])
+        return jnp.concatenate([mean, out[:, 1:2]], axis=-1), self.value_scale * out[:, 2]
+
+
+def make_search(config: Config, graphdef: nnx.GraphDef):
+    """``(params, keys [B], state, greedy) -> SampledPolicyOutput``."""
+
+    def evaluate(params, obs):
+        return nnx.merge(graphdef, params)(obs)
+
+    def recurrent_fn(params, key, action, state):
+        del key
+        next_state, reward = pend.step(state, action[:, 0])
+        prior, value = evaluate(params, pend.observe(next_state))
+        return jaxpuct.RecurrentFnOutput(
+            reward=reward, discount=jnp.full_like(reward, config.discount),
+            prior_logits=prior, value=value), next_state
+
+    def search(params, keys, state, greedy: bool):
+        prior, value = evaluate(params, pend.observe(state))
+        root = jaxpuct.RootFnOutput(prior_logits=prior, value=value, embedding=state)
+        return jaxpuct.sampled_policy(
+            params, keys, root, recurrent_fn, config.num_simulations,
+            num_samples=config.num_samples, action_space=config.space,
+            selection=jaxpuct.PUCTConfig.mctx_muzero(),
+            dirichlet_fraction=0.0 if greedy else config.dirichlet_fraction,
+            temperature=0.0 if greedy else 1.0)
+
+    return search
+
+
+class Steps(NamedTuple):
+    """``[B, T, ...]`` per step: ``obs [3]``, ``sampled [K, 1]``, ``weights [K]``,
+    ``reward``, ``root_value``; and ``last_value [B]`` (the network's value after
+    the last step, the bootstrap past the end)."""
+
+    obs: jax.Array
+    sampled: jax.Array
+    weights: jax.Array
+    reward: jax.Array
+    root_value: jax.Array
+    last_value: jax.Array
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 4))
+def play(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Array,
+         greedy: bool = False) -> Steps:
+    """``B`` episodes of 200 steps (``B`` = the batch size, or 100 fixed
+    evaluation starts when ``greedy``)."""
+    search = make_search(config, graphdef)
+    batch = EVAL_EPISODES if greedy else config.batch_size
+    start_key, key = jax.random.split(key)
+    state = pend.reset(jax.random.key(EVAL_SEED) if greedy else start_key, batch)
+
+    def one(state, key):
+        out = search(params, jax.random.split(key, batch), state, greedy)
+        next_state, reward = pend.step(state, out.action[:, 0])
+        record = (pend.observe(state), out.sampled_actions, out.action_weights, reward,
+                  out.search_tree.summary().value)
+        return next_state, record
+
+    state, records = jax.lax.scan(one, state, jax.random.split(key, pend.EPISODE_STEPS))
+    _, last_value = nnx.merge(graphdef, params)(pend.observe(state))
+    return Steps(*(jnp.swapaxes(x, 0, 1) for x in records), last_value)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def prior_return(config: Config, graphdef: nnx.GraphDef, params: Any) -> jax.Array:
+    """``[100]`` returns of the network's mean torque alone, no search."""
+    net = nnx.merge(graphdef, params)
+
+    def one(state, _):
+        prior, _ = net(pend.observe(state))
+        return pend.step(state, prior[:, 0])
+
+    _, rewards = jax.lax.scan(one, pend.reset(jax.random.key(EVAL_SEED), EVAL_EPISODES),
+                              None, pend.EPISODE_STEPS)
+    return jnp.sum(rewards, axis=0)
+
+
+def value_targets(steps: Steps, discount: float, td_steps: int) -> jax.Array:
+    """``[B, T]``: ``z_t = Σ_{i<m} γ^i r_{t+i} + γ^m v_{t+m}``, ``m = min(n, T - t)``,
+    ``v`` the root search values and ``v_T`` the network's value after the last
+    step (an episode is cut at 200 steps, not ended)."""
+    batch, length = steps.reward.shape
+    values = jnp.concatenate([steps.root_value, steps.last_value[:, None]], axis=1)
+    rewards = jnp.concatenate([steps.reward, jnp.zeros((batch, td_steps))], axis=1)
+    t = jnp.arange(length)
+    m = jnp.minimum(td_steps, length - t)  # [T]
+    total = jnp.zeros((batch, length))
+    for i in range(td_steps):
+        total = total + jnp.where(i < m, discount ** i * rewards[:, i:i + length], 0.0)
+    bootstrap = jnp.take_along_axis(values, jnp.broadcast_to(t + m, (batch, length)), axis=1)
+    return total + (discount ** m) * bootstrap
+
+
+class Replay(NamedTuple):
+    """The last ``replay_iterations`` iterations' steps, flat ``[M, ...]``."""
+
+    obs: jax.Array
+    sampled: jax.Array
+    weights: jax.Array
+    value: jax.Array
+    filled: jax.Array
+
+
+def empty_replay(config: Config) -> Replay:
+    rows = config.replay_iterations * config.batch_size * pend.EPISODE_STEPS
+    k = config.num_samples
+    return Replay(obs=jnp.zeros((rows, pend.OBS_SIZE)), sampled=jnp.zeros((rows, k, 1)),
+                  weights=jnp.zeros((rows, k)), value=jnp.zeros((rows,)),
+                  filled=jnp.zeros((), jnp.int32))
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
+def store(config: Config, replay: Replay, steps: Steps, iteration: jax.Array) -> Replay:
+    """Writes iteration ``iteration``'s steps (counted from 0, written in order)
+    into slot ``iteration % replay_iterations``, over the oldest data."""
+    z = value_targets(steps, config.discount, config.td_steps)
+    new = (steps.obs, steps.sampled, steps.weights, z)
+    size = config.batch_size * pend.EPISODE_STEPS
+    offset = (iteration % config.replay_iterations) * size
+    fields = [jax.lax.dynamic_update_slice_in_dim(old, x.reshape(size, *x.shape[2:]).astype(
+        old.dtype), offset, axis=0) for old, x in zip(replay[:4], new, strict=True)]
+    return Replay(*fields, filled=jnp.minimum(replay.filled + size, replay.obs.shape[0]))
+
+
+def loss_fn(config: Config, graphdef: nnx.GraphDef, params: Any, batch: tuple
+            ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    obs, sampled, weights, z = batch
+    prior, value = nnx.merge(graphdef, params)(obs)
+    policy = jnp.mean(jaxpuct.sampled_policy_loss(config.space, prior, sampled, weights))
+    value_loss = jnp.mean(((value - z) / config.value_scale) ** 2)
+    return policy + value_loss, {"policy_loss": policy, "value_loss": value_loss}
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def train(config: Config, graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
+          params: Any, opt_state: Any, replay: Replay, key: jax.Array):
+    """``train_steps`` Adam steps on uniform minibatches of the replay."""
+
+    def body(i, carry):
+        params, opt_state, sums = carry
+        index = jax.random.randint(jax.random.fold_in(key, i), (config.train_batch_size,), 0,
+                                   replay.filled)
+        batch = (replay.obs[index], replay.sampled[index], replay.weights[index],
+                 replay.value[index])
+        (_, metrics), grads = jax.value_and_grad(
+            lambda p: loss_fn(config, graphdef, p, batch), has_aux=True)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        sums = {k: sums[k] + metrics[k] for k in sums}
+        return optax.apply_updates(params, updates), opt_state, sums
+
+    zeros = {"policy_loss": jnp.zeros(()), "value_loss": jnp.zeros(())}
+    params, opt_state, sums = jax.lax.fori_loop(0, config.train_steps, body,
+                                                (params, opt_state, zeros))
+    return params, opt_state, {k: v / max(config.train_steps, 1) for k, v in sums.items()}
+
+
+def interval(returns: np.ndarray) -> tuple[float, float]:
+    """Mean and the half-width of its normal 95% interval."""
+    return float(returns.mean()), float(1.96 * returns.std(ddof=1) / math.sqrt(len(returns)))
+
+
+def evaluate(config: Config, graphdef: nnx.GraphDef, params: Any) -> dict[str, float]:
+    steps = play(config, graphdef, params, jax.random.key(EVAL_SEED), True)
+    search_mean, search_ci = interval(np.asarray(jnp.sum(steps.reward, axis=1)))
+    prior_mean, prior_ci = interval(np.asarray(prior_return(config, graphdef, params)))
+    return {"search_return": round(search_mean, 1), "search_ci95": round(search_ci, 1),
+            "prior_return": round(prior_mean, 1), "prior_ci95": round(prior_ci, 1)}
+
+
+def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
+    """Trains for ``iterations``; returns the last evaluation."""
+    init_key, key = jax.random.split(jax.random.key(config.seed))
+    net = Network(config.hidden, config.value_scale, nnx.Rngs(init_key))
+    graphdef, params = nnx.split(net)
+    optimizer = optax.adam(config.learning_rate)
+    opt_state = optimizer.init(params)
+    replay = empty_replay(config)
+    last: dict = {}
+    begin = time.process_time()
+    for iteration in range(1, iterations + 1):
+        play_key, train_key, key = jax.random.split(key, 3)
+        steps = play(config, graphdef, params, play_key)
+        replay = store(config, replay, steps, jnp.int32(iteration - 1))
+        params, opt_state, metrics = train(config, graphdef, optimizer, params, opt_state,
+                                           replay, train_key)
+        row = {"iteration": iteration, "env_steps": iteration * config.batch_size * 200,
+               "selfplay_return": round(float(jnp.mean(jnp.sum(steps.reward, axis=1))), 1),
+               **{k: round(float(v), 4) for k, v in metrics.items()}}
+        if (eval_every and iteration % eval_every == 0) or iteration == iterations:
+            row.update(evaluate(config, graphdef, params))
+            last = row
+        row["cpu_seconds"] = round(time.process_time() - begin, 1)
+        log(json.dumps(row))
+    return last
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m examples.pendulum",
+                                description=__doc__.splitlines()[0])
+    for field in dataclasses.fields(Config):
+        p.add_argument("--" + field.name.replace("_", "-"), type=type(field.default),
+                       default=field.default)
+    p.add_argument("--iterations", type=int, default=30)
+    p.add_argument("--eval-every", type=int, default=5)
+    args = vars(p.parse_args(argv))
+    iterations, eval_every = args.pop("iterations"), args.pop("eval_every")
+    return run(Config(**args), iterations, eval_every)
+
+
+if __name__ == "__main__":
+    main()
