@@ -6,6 +6,7 @@ Complex Action Spaces") in its AlphaZero form: the search knows the rules
 network gives it a Gaussian proposal over the torque and a value.
 
     python -m examples.pendulum --iterations 30
+    python -m examples.pendulum --model learned --iterations 60   # Sampled MuZero
 
 Each iteration plays ``--batch-size`` episodes of 200 steps in lockstep, one
 ``jax.jit``: at every step :func:`jaxpuct.sampled_policy` draws ``K`` torques at
@@ -20,6 +21,15 @@ the search's root values, discounted by ``--discount``; a replay of the last
 ``--eval-every`` iterations the greedy search (most visited torque, no noise) and
 the network's mean torque alone play 100 fixed episodes; the mean undiscounted
 return is printed with its 95% interval, with the CPU seconds so far.
+
+``--model learned`` is Sampled MuZero (Hubert et al. 2021) on the same task: the
+search runs inside a learned model, representation ``h(obs)``, dynamics
+``g(latent, torque) -> (reward, latent)`` and prediction ``f(latent) -> (Gaussian
+proposal, value)`` (latents min-max scaled per sample, as MuZero's appendix G),
+trained by unrolling it ``--unroll-steps`` along the stored torques on the same
+targets plus the observed rewards, the gradient halved at each dynamics input and
+each unrolled step weighted ``1 / K`` (:func:`jaxpuct.muzero.training.scale_gradient`).
+The environment is used only to play the chosen torque.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ import optax
 from flax import nnx
 
 import jaxpuct
+from jaxpuct.muzero.networks import scale_latent
+from jaxpuct.muzero.training import scale_gradient
 from jaxpuct.sampled import GaussianActions
 from jaxpuct.testing import pendulum as pend
 
@@ -66,6 +78,11 @@ class Config:
       replay_iterations: iterations of data kept for training.
       learning_rate: Adam's step size.
       dirichlet_fraction: root noise over the K root samples in self-play.
+      model: true (the search steps the real dynamics) or learned (MuZero: the
+        search steps a learned model).
+      latent_size: features of the learned model's latent state.
+      unroll_steps: steps the learned model is unrolled in training.
+      reward_scale: the learned reward head predicts reward / reward_scale.
     """
 
     seed: int = 0
@@ -82,6 +99,14 @@ class Config:
     replay_iterations: int = 4
     learning_rate: float = 1e-3
     dirichlet_fraction: float = 0.25
+    model: str = "true"
+    latent_size: int = 32
+    unroll_steps: int = 5
+    reward_scale: float = 10.0
+
+    def __post_init__(self):
+        if self.model not in ("true", "learned"):
+            raise ValueError(f"Config.model must be 'true' or 'learned', got {self.model!r}.")
 
     @property
     def space(self) -> GaussianActions:
@@ -104,13 +129,56 @@ class Network(nnx.Module):
         return jnp.concatenate([mean, out[:, 1:2]], axis=-1), self.value_scale * out[:, 2]
 
 
+class LearnedModel(nnx.Module):
+    """MuZero's three functions for the pendulum (``--model learned``):
+    ``represent(obs [B, 3]) -> latent [B, L]``, ``dynamics(latent, torque [B, 1]) ->
+    (reward [B], latent)`` and ``predict(latent) -> (prior params [B, 2], value
+    [B])``; latents min-max scaled to ``[0, 1]`` per sample."""
+
+    def __init__(self, config: Config, rngs: nnx.Rngs):
+        h, latent = config.hidden, config.latent_size
+        self.r1 = nnx.Linear(pend.OBS_SIZE, h, rngs=rngs)
+        self.r2 = nnx.Linear(h, latent, rngs=rngs)
+        self.d1 = nnx.Linear(latent + 1, h, rngs=rngs)
+        self.d2 = nnx.Linear(h, h, rngs=rngs)
+        self.d3 = nnx.Linear(h, latent + 1, rngs=rngs)
+        self.p1 = nnx.Linear(latent, h, rngs=rngs)
+        self.p2 = nnx.Linear(h, 3, rngs=rngs)
+        self.value_scale, self.reward_scale = config.value_scale, config.reward_scale
+
+    def represent(self, obs: jax.Array) -> jax.Array:
+        return scale_latent(self.r2(jax.nn.relu(self.r1(obs))), 1e-5)
+
+    def dynamics(self, latent: jax.Array, torque: jax.Array) -> tuple[jax.Array, jax.Array]:
+        # The environment clips the torque: the model sees what is applied.
+        u = jnp.clip(torque, -pend.MAX_TORQUE, pend.MAX_TORQUE) / pend.MAX_TORQUE
+        x = jax.nn.relu(self.d1(jnp.concatenate([latent, u], axis=-1)))
+        out = self.d3(jax.nn.relu(self.d2(x)))
+        return self.reward_scale * out[:, 0], scale_latent(out[:, 1:], 1e-5)
+
+    def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array]:
+        out = self.p2(jax.nn.relu(self.p1(latent)))
+        mean = pend.MAX_TORQUE * jnp.tanh(out[:, :1])
+        return jnp.concatenate([mean, out[:, 1:2]], axis=-1), self.value_scale * out[:, 2]
+
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return self.predict(self.represent(obs))
+
+
+def new_network(config: Config, key: jax.Array) -> nnx.Module:
+    if config.model == "learned":
+        return LearnedModel(config, nnx.Rngs(key))
+    return Network(config.hidden, config.value_scale, nnx.Rngs(key))
+
+
 def make_search(config: Config, graphdef: nnx.GraphDef):
-    """``(params, keys [B], state, greedy) -> SampledPolicyOutput``."""
+    """``(params, keys [B], state, greedy) -> SampledPolicyOutput``: the search from
+    the real ``state``, through the true dynamics or the learned model."""
 
     def evaluate(params, obs):
         return nnx.merge(graphdef, params)(obs)
 
-    def recurrent_fn(params, key, action, state):
+    def true_step(params, key, action, state):
         del key
         next_state, reward = pend.step(state, action[:, 0])
         prior, value = evaluate(params, pend.observe(next_state))
@@ -118,9 +186,28 @@ def make_search(config: Config, graphdef: nnx.GraphDef):
             reward=reward, discount=jnp.full_like(reward, config.discount),
             prior_logits=prior, value=value), next_state
 
+    def learned_step(params, key, action, latent):
+        del key
+        model = nnx.merge(graphdef, params)
+        reward, next_latent = model.dynamics(latent, action)
+        prior, value = model.predict(next_latent)
+        return jaxpuct.RecurrentFnOutput(
+            reward=reward, discount=jnp.full_like(reward, config.discount),
+            prior_logits=prior, value=value), next_latent
+
+    learned = config.model == "learned"
+    recurrent_fn = learned_step if learned else true_step
+
     def search(params, keys, state, greedy: bool):
-        prior, value = evaluate(params, pend.observe(state))
-        root = jaxpuct.RootFnOutput(prior_logits=prior, value=value, embedding=state)
+        obs = pend.observe(state)
+        if learned:
+            model = nnx.merge(graphdef, params)
+            embedding = model.represent(obs)
+            prior, value = model.predict(embedding)
+        else:
+            embedding = state
+            prior, value = evaluate(params, obs)
+        root = jaxpuct.RootFnOutput(prior_logits=prior, value=value, embedding=embedding)
         return jaxpuct.sampled_policy(
             params, keys, root, recurrent_fn, config.num_simulations,
             num_samples=config.num_samples, action_space=config.space,
@@ -133,8 +220,9 @@ def make_search(config: Config, graphdef: nnx.GraphDef):
 
 class Steps(NamedTuple):
     """``[B, T, ...]`` per step: ``obs [3]``, ``sampled [K, 1]``, ``weights [K]``,
-    ``reward``, ``root_value``; and ``last_value [B]`` (the network's value after
-    the last step, the bootstrap past the end)."""
+    ``reward``, ``root_value``; ``last_value [B]`` (the network's value after the
+    last step, the bootstrap past the end); ``action [B, T, 1]``, the torque
+    played."""
 
     obs: jax.Array
     sampled: jax.Array
@@ -142,6 +230,7 @@ class Steps(NamedTuple):
     reward: jax.Array
     root_value: jax.Array
     last_value: jax.Array
+    action: Any = None
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 4))
@@ -158,12 +247,14 @@ def play(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Array,
         out = search(params, jax.random.split(key, batch), state, greedy)
         next_state, reward = pend.step(state, out.action[:, 0])
         record = (pend.observe(state), out.sampled_actions, out.action_weights, reward,
-                  out.search_tree.summary().value)
+                  out.search_tree.summary().value, out.action)
         return next_state, record
 
     state, records = jax.lax.scan(one, state, jax.random.split(key, pend.EPISODE_STEPS))
     _, last_value = nnx.merge(graphdef, params)(pend.observe(state))
-    return Steps(*(jnp.swapaxes(x, 0, 1) for x in records), last_value)
+    obs, sampled, weights, reward, root_value, action = (jnp.swapaxes(x, 0, 1)
+                                                        for x in records)
+    return Steps(obs, sampled, weights, reward, root_value, last_value, action)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -197,12 +288,16 @@ def value_targets(steps: Steps, discount: float, td_steps: int) -> jax.Array:
 
 
 class Replay(NamedTuple):
-    """The last ``replay_iterations`` iterations' steps, flat ``[M, ...]``."""
+    """The last ``replay_iterations`` iterations' steps, flat ``[M, ...]``: row
+    ``(slot B + b) T + t`` is step ``t`` of episode ``b`` of a slot, so an
+    episode's steps are consecutive rows (the learned model's unrolls read them)."""
 
     obs: jax.Array
     sampled: jax.Array
     weights: jax.Array
     value: jax.Array
+    action: jax.Array
+    reward: jax.Array
     filled: jax.Array
 
 
@@ -211,6 +306,7 @@ def empty_replay(config: Config) -> Replay:
     k = config.num_samples
     return Replay(obs=jnp.zeros((rows, pend.OBS_SIZE)), sampled=jnp.zeros((rows, k, 1)),
                   weights=jnp.zeros((rows, k)), value=jnp.zeros((rows,)),
+                  action=jnp.zeros((rows, 1)), reward=jnp.zeros((rows,)),
                   filled=jnp.zeros((), jnp.int32))
 
 
@@ -219,21 +315,63 @@ def store(config: Config, replay: Replay, steps: Steps, iteration: jax.Array) ->
     """Writes iteration ``iteration``'s steps (counted from 0, written in order)
     into slot ``iteration % replay_iterations``, over the oldest data."""
     z = value_targets(steps, config.discount, config.td_steps)
-    new = (steps.obs, steps.sampled, steps.weights, z)
+    new = (steps.obs, steps.sampled, steps.weights, z, steps.action, steps.reward)
     size = config.batch_size * pend.EPISODE_STEPS
     offset = (iteration % config.replay_iterations) * size
     fields = [jax.lax.dynamic_update_slice_in_dim(old, x.reshape(size, *x.shape[2:]).astype(
-        old.dtype), offset, axis=0) for old, x in zip(replay[:4], new, strict=True)]
+        old.dtype), offset, axis=0) for old, x in zip(replay[:6], new, strict=True)]
     return Replay(*fields, filled=jnp.minimum(replay.filled + size, replay.obs.shape[0]))
 
 
-def loss_fn(config: Config, graphdef: nnx.GraphDef, params: Any, batch: tuple
-            ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    obs, sampled, weights, z = batch
-    prior, value = nnx.merge(graphdef, params)(obs)
-    policy = jnp.mean(jaxpuct.sampled_policy_loss(config.space, prior, sampled, weights))
-    value_loss = jnp.mean(((value - z) / config.value_scale) ** 2)
-    return policy + value_loss, {"policy_loss": policy, "value_loss": value_loss}
+def loss_fn(config: Config, graphdef: nnx.GraphDef, params: Any, replay: Replay,
+            rows: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The loss at replay rows ``rows [N]`` (start rows of unrolls when learned)."""
+    if config.model == "learned":
+        return unrolled_loss(config, graphdef, params, replay, rows)
+    prior, value = nnx.merge(graphdef, params)(replay.obs[rows])
+    policy = jnp.mean(jaxpuct.sampled_policy_loss(config.space, prior, replay.sampled[rows],
+                                                  replay.weights[rows]))
+    value_loss = jnp.mean(((value - replay.value[rows]) / config.value_scale) ** 2)
+    return policy + value_loss, {"policy_loss": policy, "value_loss": value_loss,
+                                 "reward_loss": jnp.zeros(())}
+
+
+def unrolled_loss(config: Config, graphdef: nnx.GraphDef, params: Any, replay: Replay,
+                  rows: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """MuZero's loss along ``U`` unroll steps from start rows ``rows [N]`` (each at
+    least ``U`` steps before its episode's end): the policy and value targets at
+    each of the ``U + 1`` positions, the observed rewards of the ``U`` torques
+    played; step weights 1 and ``1 / U``, the gradient halved at each dynamics
+    input (Schrittwieser et al. 2020, appendix G)."""
+    model = nnx.merge(graphdef, params)
+    steps = config.unroll_steps
+    latent = model.represent(replay.obs[rows])
+    policy = value_loss = reward_loss = jnp.zeros(())
+    for k in range(steps + 1):
+        weight = 1.0 if k == 0 else 1.0 / steps
+        at = rows + k
+        prior, value = model.predict(latent)
+        policy += weight * jnp.mean(jaxpuct.sampled_policy_loss(
+            config.space, prior, replay.sampled[at], replay.weights[at]))
+        value_loss += weight * jnp.mean(((value - replay.value[at]) / config.value_scale) ** 2)
+        if k < steps:
+            reward, latent = model.dynamics(scale_gradient(latent, 0.5), replay.action[at])
+            reward_loss += jnp.mean(((reward - replay.reward[at]) / config.reward_scale) ** 2
+                                    ) / steps
+    return policy + value_loss + reward_loss, {"policy_loss": policy, "value_loss": value_loss,
+                                               "reward_loss": reward_loss}
+
+
+def sample_rows(config: Config, replay: Replay, key: jax.Array) -> jax.Array:
+    """``[N]`` uniform rows of the filled replay; for the learned model, rows at
+    least ``unroll_steps`` before the end of their episode."""
+    n = config.train_batch_size
+    if config.model != "learned":
+        return jax.random.randint(key, (n,), 0, replay.filled)
+    episode_key, step_key = jax.random.split(key)
+    episode = jax.random.randint(episode_key, (n,), 0, replay.filled // pend.EPISODE_STEPS)
+    t = jax.random.randint(step_key, (n,), 0, pend.EPISODE_STEPS - config.unroll_steps)
+    return episode * pend.EPISODE_STEPS + t
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
@@ -243,17 +381,14 @@ def train(config: Config, graphdef: nnx.GraphDef, optimizer: optax.GradientTrans
 
     def body(i, carry):
         params, opt_state, sums = carry
-        index = jax.random.randint(jax.random.fold_in(key, i), (config.train_batch_size,), 0,
-                                   replay.filled)
-        batch = (replay.obs[index], replay.sampled[index], replay.weights[index],
-                 replay.value[index])
+        rows = sample_rows(config, replay, jax.random.fold_in(key, i))
         (_, metrics), grads = jax.value_and_grad(
-            lambda p: loss_fn(config, graphdef, p, batch), has_aux=True)(params)
+            lambda p: loss_fn(config, graphdef, p, replay, rows), has_aux=True)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         sums = {k: sums[k] + metrics[k] for k in sums}
         return optax.apply_updates(params, updates), opt_state, sums
 
-    zeros = {"policy_loss": jnp.zeros(()), "value_loss": jnp.zeros(())}
+    zeros = {k: jnp.zeros(()) for k in ("policy_loss", "value_loss", "reward_loss")}
     params, opt_state, sums = jax.lax.fori_loop(0, config.train_steps, body,
                                                 (params, opt_state, zeros))
     return params, opt_state, {k: v / max(config.train_steps, 1) for k, v in sums.items()}
@@ -275,8 +410,7 @@ def evaluate(config: Config, graphdef: nnx.GraphDef, params: Any) -> dict[str, f
 def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
     """Trains for ``iterations``; returns the last evaluation."""
     init_key, key = jax.random.split(jax.random.key(config.seed))
-    net = Network(config.hidden, config.value_scale, nnx.Rngs(init_key))
-    graphdef, params = nnx.split(net)
+    graphdef, params = nnx.split(new_network(config, init_key))
     optimizer = optax.adam(config.learning_rate)
     opt_state = optimizer.init(params)
     replay = empty_replay(config)
@@ -304,7 +438,8 @@ def main(argv: list[str] | None = None) -> dict:
                                 description=__doc__.splitlines()[0])
     for field in dataclasses.fields(Config):
         p.add_argument("--" + field.name.replace("_", "-"), type=type(field.default),
-                       default=field.default)
+                       default=field.default,
+                       choices=("true", "learned") if field.name == "model" else None)
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--eval-every", type=int, default=5)
     args = vars(p.parse_args(argv))
