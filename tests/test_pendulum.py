@@ -84,3 +84,41 @@ def test_value_targets_and_one_training_iteration():
                                replay, jax.random.key(3))
     assert all(np.isfinite(float(v)) for v in metrics.values())
     assert not np.allclose(jax.tree.leaves(new)[0], jax.tree.leaves(params)[0])
+
+
+def test_the_learned_models_unrolled_loss_matches_a_step_by_step_numpy_recomputation():
+    from examples import pendulum as ex
+
+    config = ex.Config(batch_size=2, num_simulations=3, num_samples=2, hidden=8,
+                       latent_size=4, unroll_steps=3, train_batch_size=16, model="learned")
+    graphdef, params = ex.nnx.split(ex.new_network(config, jax.random.key(0)))
+    played = ex.play(config, graphdef, params, jax.random.key(1))
+    replay = ex.store(config, ex.empty_replay(config), played, jnp.int32(0))
+    rows = np.asarray(ex.sample_rows(config, replay, jax.random.key(2)))
+    # Every unroll stays inside its episode.
+    assert np.all(rows % pend.EPISODE_STEPS <= pend.EPISODE_STEPS - 1 - config.unroll_steps)
+    loss, metrics = jax.jit(ex.unrolled_loss, static_argnums=(0, 1))(
+        config, graphdef, params, replay, jnp.asarray(rows))
+    model = ex.nnx.merge(graphdef, params)
+    r = {k: np.asarray(getattr(replay, k), np.float64) for k in
+         ("obs", "sampled", "weights", "value", "action", "reward")}
+    latent = model.represent(jnp.asarray(r["obs"][rows], jnp.float32))
+    policy = value = reward_total = 0.0
+    u = config.unroll_steps
+    for k in range(u + 1):
+        weight = 1.0 if k == 0 else 1.0 / u
+        prior, v = (np.asarray(x, np.float64) for x in model.predict(latent))
+        mean, log_std = prior[:, :1], np.clip(prior[:, 1:], config.min_log_std, 2.0)
+        a = r["sampled"][rows + k][..., 0]  # [N, K]
+        log_pi = -0.5 * ((a - mean) / np.exp(log_std)) ** 2 - log_std - 0.5 * np.log(2 * np.pi)
+        policy += weight * np.mean(-np.sum(r["weights"][rows + k] * log_pi, -1))
+        value += weight * np.mean(((v - r["value"][rows + k]) / config.value_scale) ** 2)
+        if k < u:
+            got_r, latent = model.dynamics(latent, jnp.asarray(r["action"][rows + k],
+                                                               jnp.float32))
+            reward_total += np.mean(((np.asarray(got_r) - r["reward"][rows + k])
+                                     / config.reward_scale) ** 2) / u
+    np.testing.assert_allclose(metrics["policy_loss"], policy, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(metrics["value_loss"], value, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(metrics["reward_loss"], reward_total, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(loss, policy + value + reward_total, rtol=1e-4, atol=1e-5)
