@@ -71,6 +71,7 @@ __all__ = [
     "mask_root_logits",
     "masked_logits",
     "pathfinding",
+    "pendulum",
     "pure_search",
     "random_games",
     "stochastic_games",
