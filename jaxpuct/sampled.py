@@ -547,7 +547,8 @@ class SampledPolicyOutput(Replaceable):
       action_weights: ``[B, K]`` the search policy over the root's slots (the
         training target; zero at invalid slots).
       sampled_actions: ``[B, K]`` int32 or ``[B, K, D]`` the actions the weights
-        refer to.
+        refer to (a slot that holds no sample, where fewer than ``K`` actions are
+        legal, has weight 0 and a placeholder id: read the ids with the weights).
       search_tree: the ``Tree`` (edge width ``K``; ``tree.sampled`` set).
     """
 
