@@ -9,9 +9,12 @@ import sys
 import textwrap
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import xla_flags
+
+from jaxpuct.sampled import SampledPolicyOutput
 
 pytest.importorskip("pgx")
 pytest.importorskip("orbax.checkpoint")
@@ -218,3 +221,32 @@ def test_gumbel_selfplay_trains_on_the_improved_policy():
     again = np.asarray(gumbel_trainer.act(ts.params, jax.random.split(
         jax.random.PRNGKey(4), config.batch_size), state))
     np.testing.assert_array_equal(first, again)
+
+
+def test_sampled_selfplay_stores_the_weights_over_its_samples():
+    """policy=sampled: the buffer's targets are the visit weights over at most
+    num_samples legal moves (the samples scattered to [A]), training stays finite;
+    dense_weights puts each weight at its id and drops the unfilled slots."""
+    config = dataclasses.replace(TINY, policy="sampled", num_samples=3)
+    sampled_trainer = az.Trainer(config)
+    ts = sampled_trainer.init()
+    ts, metrics = sampled_trainer.iterate(ts, selfplay_steps=12, train_steps=2)
+    assert np.isfinite(metrics["loss"])
+    buf = jax.device_get(ts.buffer)
+    n = int(buf.num_added)
+    legal = ~buf.obs[:n].reshape(n, 9, 2).astype(bool).any(-1)
+    policy = buf.policy[:n]
+    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
+    assert np.all(policy[~legal] == 0)
+    assert np.all((policy > 0).sum(-1) <= 3)
+    assert np.any((policy > 0).sum(-1) > 1)  # weights, not only the move played
+    out = SampledPolicyOutput(
+        action=jnp.zeros(2, jnp.int32), action_slot=jnp.zeros(2, jnp.int32),
+        action_weights=jnp.array([[0.5, 0.3, 0.2], [0.75, 0.25, 0.0]]),
+        sampled_actions=jnp.array([[4, 0, 7], [2, 5, 0]], jnp.int32), search_tree=None)
+    want = np.zeros((2, 9))
+    want[0, [4, 0, 7]] = [0.5, 0.3, 0.2]
+    want[1, [2, 5]] = [0.75, 0.25]
+    np.testing.assert_allclose(az.selfplay.dense_weights(out, 9), want, atol=1e-7)
+    with pytest.raises(ValueError, match="policy sampled .* does not take reuse_tree"):
+        dataclasses.replace(TINY, policy="sampled", reuse_tree=True)

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 OPTIMIZERS = ("adam", "sgd")
-POLICIES = ("alphazero", "gumbel")
+POLICIES = ("alphazero", "gumbel", "sampled")
 NETWORKS = ("mlp", "resnet")
 LR_SCHEDULES = ("constant", "cosine")
 # Longest game per pgx game (pgx's own limits; go: 9 * 9 * 2 moves).
@@ -78,7 +78,10 @@ class SelfPlayConfig:
       policy: the search: alphazero (PUCT with Dirichlet noise, visit-count
         targets) or gumbel (Gumbel MuZero, Danihelka et al. 2022: Gumbel noise
         instead of Dirichlet noise and temperature, the improved policy as the
-        target).
+        target) or sampled (Sampled MuZero's search, Hubert et al. 2021: PUCT over
+        num_samples actions drawn at each node, the visit-count target over the
+        root's samples, zero elsewhere).
+      num_samples: sampled: actions drawn at each node (at most the game's).
       considered_actions: gumbel: actions considered at the root (Gumbel-Top-k).
       gumbel_scale: gumbel: scale of the root's Gumbel noise during the first
         temperature_moves plies (0 after them and in evaluation games).
@@ -131,6 +134,7 @@ class SelfPlayConfig:
     selfplay_steps: int = _knob(9, minimum=1)
     train_steps: int = _knob(8, minimum=0)
     policy: str = _knob("alphazero", choices=POLICIES)
+    num_samples: int = _knob(8, minimum=1)
     considered_actions: int = _knob(16, minimum=1)
     gumbel_scale: float = _knob(1.0, minimum=0.0)
     # The defaults are CompletedQConfig's (mctx's), so a run without the flags
@@ -165,6 +169,11 @@ class SelfPlayConfig:
 
     def __post_init__(self):
         _validate(self)
+        if self.policy == "sampled" and (self.reuse_tree or self.graph_search):
+            raise ValueError("policy sampled (--policy sampled) does not take reuse_tree "
+                             "(--reuse-tree) nor graph_search (--graph-search): its tree "
+                             "is continued through its sampled slots, and graph search "
+                             "refuses sampled trees")
         if self.symmetry_augment:
             from jaxpuct.alphazero.symmetry import SYMMETRIC_GAMES
             if self.game not in SYMMETRIC_GAMES:

@@ -30,11 +30,13 @@ from jaxpuct.numerics import batch_where
 from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
 from jaxpuct.roots import init_tree
+from jaxpuct.sampled import SampledPolicyOutput, sampled_policy
 from jaxpuct.testing.pure_search import zero_apply
 from jaxpuct.tree import present
+from jaxpuct.types import PolicyOutput
 
-__all__ = ["Games", "SearchFns", "init_games", "make_search_fns", "position_outcomes",
-           "record_ply", "restart_finished", "search", "selfplay_step"]
+__all__ = ["Games", "SearchFns", "dense_weights", "init_games", "make_search_fns",
+           "position_outcomes", "record_ply", "restart_finished", "search", "selfplay_step"]
 
 
 @mutable_pytree_dataclass
@@ -74,7 +76,8 @@ class SearchFns:
       env: the game's :class:`jaxpuct.envs.adapter.Environment`.
       root_fn: ``(params, key, state) -> RootFnOutput`` with the network.
       recurrent_fn: the search's step function with the network.
-      policy: ``"alphazero"`` or ``"gumbel"`` (a pure search is always PUCT).
+      policy: ``"alphazero"``, ``"gumbel"`` or ``"sampled"`` (a pure search is
+        always PUCT).
     """
 
     config: SelfPlayConfig
@@ -105,12 +108,25 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
     Gumbel search has no Dirichlet noise nor temperature: games with
     ``temperature > 0`` get Gumbel noise of scale ``gumbel_scale``, the others
     none (a deterministic search), and ``action_weights`` is the improved policy.
+
+    The sampled search returns its weights over the root's ``num_samples``
+    samples scattered to ``[B, A]`` (zero at the actions not drawn): the
+    cross-entropy with that target is Hubert et al.'s sampled policy loss
+    ``-Σ_k w_k log π(a_k)`` (:func:`jaxpuct.sampled_policy_loss`), so the buffer
+    and the loss stay those of the other policies.
     """
     c = fns.config
     root = fns.root_fn(params, keys[0], state)
     if tree is not None:
         fresh = init_tree(root, c.capacity, graph=c.graph)
         tree = batch_where(present(tree_valid, "tree_valid"), tree, fresh)
+    if fns.policy == "sampled":
+        out = sampled_policy(
+            params, keys, root, fns.recurrent_fn, c.num_simulations,
+            num_samples=c.num_samples, dirichlet_fraction=dirichlet_fraction,
+            dirichlet_alpha=c.dirichlet_alpha, temperature=temperature, max_nodes=c.capacity)
+        return PolicyOutput(action=out.action, search_tree=out.search_tree,
+                            action_weights=dense_weights(out, root.prior_logits.shape[-1]))
     if fns.policy == "gumbel":
         return gumbel_policy(
             params, keys, root, fns.recurrent_fn, c.num_simulations,
@@ -123,6 +139,16 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
         params, keys, root, fns.recurrent_fn, c.num_simulations,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
         temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree)
+
+
+def dense_weights(out: SampledPolicyOutput, num_actions: int) -> jax.Array:
+    """``[B, A]``: a sampled search's ``action_weights [B, K]`` at its
+    ``sampled_actions [B, K]`` ids (distinct where the weight is positive; the
+    unfilled slots' placeholder ids carry weight 0)."""
+    rows = jnp.arange(out.action_weights.shape[0])[:, None]
+    ids = jnp.clip(out.sampled_actions, 0, num_actions - 1)
+    return jnp.zeros((out.action_weights.shape[0], num_actions), jnp.float32).at[
+        rows, ids].add(out.action_weights.astype(jnp.float32))
 
 
 def init_games(config: SelfPlayConfig, init_fn: Callable, key: jax.Array,

@@ -56,7 +56,7 @@ SearchFn = Callable[[Any, jax.Array, jax.Array, jax.Array],
                     PolicyOutput | SampledPolicyOutput]
 """``(params, keys [M], obs [M, ...], legal [M, A]) -> PolicyOutput``: the search
 at ``M`` roots (e.g. :func:`.selfplay.search_roots` with its config bound); a
-:class:`jaxpuct.SampledPolicyOutput` for a buffer of sampled policies (its
+:class:`jaxpuct.sampled.SampledPolicyOutput` for a buffer of sampled policies (its
 ``action_weights [M, K]`` over its ``sampled_actions [M, K]``)."""
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import jaxpuct
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
+from jaxpuct.sampled import SampledPolicyOutput
 from jaxpuct.selection import MinMaxBounds
 from jaxpuct.testing import tictactoe as ttt
 
@@ -69,7 +70,8 @@ def observe(state: ttt.State) -> jax.Array:
 
 
 def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
-           state: ttt.State, greedy: bool) -> jaxpuct.PolicyOutput:
+           state: ttt.State, greedy: bool
+           ) -> jaxpuct.PolicyOutput | SampledPolicyOutput:
     """The configured policy at ``state`` (``greedy``: no noise, argmax move)."""
     return search_roots(config, model, params, key, observe(state), ttt.legal(state), greedy)
 
@@ -77,7 +79,7 @@ def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array
 def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
                  obs: jax.Array, legal: jax.Array, greedy: bool,
                  root_noise: bool | None = None
-                 ) -> jaxpuct.PolicyOutput | jaxpuct.SampledPolicyOutput:
+                 ) -> jaxpuct.PolicyOutput | SampledPolicyOutput:
     """The configured policy at observations ``obs [B, 18]`` with legal masks
     ``legal [B, A]`` (the roots of self-play, and of :mod:`.reanalyse` from the
     stored steps); ``key`` is one key or ``[B]`` keys. ``root_noise``: Dirichlet
