@@ -6,7 +6,8 @@ Complex Action Spaces") in its AlphaZero form: the search knows the rules
 network gives it a Gaussian proposal over the torque and a value.
 
     python -m examples.pendulum --iterations 30
-    python -m examples.pendulum --model learned --iterations 60   # Sampled MuZero
+    python -m examples.pendulum --model learned --hidden 128 --latent-size 64 \
+        --iterations 60   # Sampled MuZero
 
 Each iteration plays ``--batch-size`` episodes of 200 steps in lockstep, one
 ``jax.jit``: at every step :func:`jaxpuct.sampled_policy` draws ``K`` torques at
