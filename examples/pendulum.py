@@ -6,7 +6,7 @@ Complex Action Spaces") in its AlphaZero form: the search knows the rules
 network gives it a Gaussian proposal over the torque and a value.
 
     python -m examples.pendulum --iterations 30
-    python -m examples.pendulum --model learned --hidden 128 --latent-size 64 \
+    python -m examples.pendulum --model learned --hidden 128 --latent-size 64 \\
         --iterations 60   # Sampled MuZero
 
 Each iteration plays ``--batch-size`` episodes of 200 steps in lockstep, one
