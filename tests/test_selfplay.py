@@ -196,22 +196,27 @@ def test_selfplay_with_tree_reuse_and_graph_search():
     assert inherited[0] == 0 and sum(inherited[1:]) > 0
 
 
+def _one_iteration_targets(config):
+    """One iteration of ``config``: ``(trainer, state, policy targets [n, 9], legal
+    [n, 9])`` of the buffer's rows, checked to be distributions over legal moves."""
+    trainer = az.Trainer(config)
+    ts, metrics = trainer.iterate(trainer.init(), selfplay_steps=12, train_steps=2)
+    assert np.isfinite(metrics["loss"])
+    buf = jax.device_get(ts.buffer)
+    n = int(buf.num_added)
+    legal = ~buf.obs[:n].reshape(n, 9, 2).astype(bool).any(-1)
+    policy = buf.policy[:n]
+    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
+    assert np.all(policy[~legal] == 0)
+    return trainer, ts, policy, legal
+
+
 def test_gumbel_selfplay_trains_on_the_improved_policy():
     """policy=gumbel: the buffer's targets are Gumbel's improved policy (full support
     on the legal moves, not visit counts of 4 simulations), training stays finite,
     and evaluation games are deterministic (no Gumbel noise)."""
     config = dataclasses.replace(TINY, policy="gumbel", considered_actions=4)
-    gumbel_trainer = az.Trainer(config)
-    ts = gumbel_trainer.init()
-    ts, metrics = gumbel_trainer.iterate(ts, selfplay_steps=12, train_steps=2)
-    assert np.isfinite(metrics["loss"])
-    buf = jax.device_get(ts.buffer)
-    n = int(buf.num_added)
-    obs = buf.obs[:n].reshape(n, 9, 2).astype(bool)
-    legal = ~obs.any(-1)
-    policy = buf.policy[:n]
-    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
-    assert np.all(policy[~legal] == 0)
+    gumbel_trainer, ts, policy, legal = _one_iteration_targets(config)
     # softmax(logits + sigma(q)) is positive on every legal move; 4 simulations
     # could visit at most 4 of the 9 first moves.
     assert np.all(policy[legal] > 0)
@@ -227,17 +232,8 @@ def test_sampled_selfplay_stores_the_weights_over_its_samples():
     """policy=sampled: the buffer's targets are the visit weights over at most
     num_samples legal moves (the samples scattered to [A]), training stays finite;
     dense_weights puts each weight at its id and drops the unfilled slots."""
-    config = dataclasses.replace(TINY, policy="sampled", num_samples=3)
-    sampled_trainer = az.Trainer(config)
-    ts = sampled_trainer.init()
-    ts, metrics = sampled_trainer.iterate(ts, selfplay_steps=12, train_steps=2)
-    assert np.isfinite(metrics["loss"])
-    buf = jax.device_get(ts.buffer)
-    n = int(buf.num_added)
-    legal = ~buf.obs[:n].reshape(n, 9, 2).astype(bool).any(-1)
-    policy = buf.policy[:n]
-    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
-    assert np.all(policy[~legal] == 0)
+    _, _, policy, legal = _one_iteration_targets(
+        dataclasses.replace(TINY, policy="sampled", num_samples=3))
     assert np.all((policy > 0).sum(-1) <= 3)
     assert np.any((policy > 0).sum(-1) > 1)  # weights, not only the move played
     out = SampledPolicyOutput(
