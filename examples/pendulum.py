@@ -124,10 +124,15 @@ class Network(nnx.Module):
         self.value_scale = value_scale
 
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        x = jax.nn.relu(self.l2(jax.nn.relu(self.l1(obs))))
-        out = self.head(x)
-        mean = pend.MAX_TORQUE * jnp.tanh(out[:, :1])
-        return jnp.concatenate([mean, out[:, 1:2]], axis=-1), self.value_scale * out[:, 2]
+        return heads(self.head(jax.nn.relu(self.l2(jax.nn.relu(self.l1(obs))))),
+                     self.value_scale)
+
+
+def heads(out: jax.Array, value_scale: float) -> tuple[jax.Array, jax.Array]:
+    """``out [B, 3]`` -> (prior params ``[B, 2]``: mean torque ``2 tanh``, log sigma;
+    value ``[B]``, scaled by ``value_scale``)."""
+    mean = pend.MAX_TORQUE * jnp.tanh(out[:, :1])
+    return jnp.concatenate([mean, out[:, 1:2]], axis=-1), value_scale * out[:, 2]
 
 
 class LearnedModel(nnx.Module):
@@ -158,9 +163,7 @@ class LearnedModel(nnx.Module):
         return self.reward_scale * out[:, 0], scale_latent(out[:, 1:], 1e-5)
 
     def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array]:
-        out = self.p2(jax.nn.relu(self.p1(latent)))
-        mean = pend.MAX_TORQUE * jnp.tanh(out[:, :1])
-        return jnp.concatenate([mean, out[:, 1:2]], axis=-1), self.value_scale * out[:, 2]
+        return heads(self.p2(jax.nn.relu(self.p1(latent))), self.value_scale)
 
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         return self.predict(self.represent(obs))
@@ -176,38 +179,26 @@ def make_search(config: Config, graphdef: nnx.GraphDef):
     """``(params, keys [B], state, greedy) -> SampledPolicyOutput``: the search from
     the real ``state``, through the true dynamics or the learned model."""
 
-    def evaluate(params, obs):
-        return nnx.merge(graphdef, params)(obs)
-
-    def true_step(params, key, action, state):
-        del key
-        next_state, reward = pend.step(state, action[:, 0])
-        prior, value = evaluate(params, pend.observe(next_state))
-        return jaxpuct.RecurrentFnOutput(
-            reward=reward, discount=jnp.full_like(reward, config.discount),
-            prior_logits=prior, value=value), next_state
-
-    def learned_step(params, key, action, latent):
-        del key
-        model = nnx.merge(graphdef, params)
-        reward, next_latent = model.dynamics(latent, action)
-        prior, value = model.predict(next_latent)
-        return jaxpuct.RecurrentFnOutput(
-            reward=reward, discount=jnp.full_like(reward, config.discount),
-            prior_logits=prior, value=value), next_latent
-
     learned = config.model == "learned"
-    recurrent_fn = learned_step if learned else true_step
+
+    def recurrent_fn(params, key, action, embedding):
+        del key
+        net = nnx.merge(graphdef, params)
+        if learned:  # the embedding is a latent state
+            reward, embedding = net.dynamics(embedding, action)
+            prior, value = net.predict(embedding)
+        else:  # the embedding is the pendulum's state
+            embedding, reward = pend.step(embedding, action[:, 0])
+            prior, value = net(pend.observe(embedding))
+        return jaxpuct.RecurrentFnOutput(
+            reward=reward, discount=jnp.full_like(reward, config.discount),
+            prior_logits=prior, value=value), embedding
 
     def search(params, keys, state, greedy: bool):
+        net = nnx.merge(graphdef, params)
         obs = pend.observe(state)
-        if learned:
-            model = nnx.merge(graphdef, params)
-            embedding = model.represent(obs)
-            prior, value = model.predict(embedding)
-        else:
-            embedding = state
-            prior, value = evaluate(params, obs)
+        embedding = net.represent(obs) if learned else state
+        prior, value = net.predict(embedding) if learned else net(obs)
         root = jaxpuct.RootFnOutput(prior_logits=prior, value=value, embedding=embedding)
         return jaxpuct.sampled_policy(
             params, keys, root, recurrent_fn, config.num_simulations,
