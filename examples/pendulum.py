@@ -23,14 +23,19 @@ the search's root values, discounted by ``--discount``; a replay of the last
 the network's mean torque alone play 100 fixed episodes; the mean undiscounted
 return is printed with its 95% interval, with the CPU seconds so far.
 
-``--model learned`` is Sampled MuZero (Hubert et al. 2021) on the same task: the
-search runs inside a learned model, representation ``h(obs)``, dynamics
-``g(latent, torque) -> (reward, latent)`` and prediction ``f(latent) -> (Gaussian
-proposal, value)`` (latents min-max scaled per sample, as MuZero's appendix G),
-trained by unrolling it ``--unroll-steps`` along the stored torques on the same
-targets plus the observed rewards, the gradient halved at each dynamics input and
-each unrolled step weighted ``1 / K`` (:func:`jaxpuct.muzero.training.scale_gradient`).
-The environment is used only to play the chosen torque.
+``--model learned`` is Sampled MuZero (Hubert et al. 2021) on the same task, built
+from :mod:`jaxpuct.muzero`: a ``MuZeroNetwork`` over ``GaussianActions(1)``
+(representation ``h(obs)``, dynamics ``g(latent, torque) -> (reward, latent)``,
+prediction ``f(latent) -> (Gaussian proposal, value)``, categorical value and
+reward heads over ``h``-transformed supports), searched through ``MuZeroModel``
+and trained by ``muzero.training.train_step``: unrolled ``--unroll-steps`` along
+the stored torques, the gradient halved at each dynamics input and each unrolled
+step weighted ``1 / K``. The environment is used only to play the chosen torque.
+
+Both models store their episodes in the package's trajectory buffer
+(``muzero.replay``) and draw their targets from it: an episode is *truncated* at
+200 steps, not ended, so its last ``n``-step targets bootstrap with the value
+after step 200 and nothing past it is trained (``muzero.targets``).
 """
 
 from __future__ import annotations
@@ -50,8 +55,10 @@ import optax
 from flax import nnx
 
 import jaxpuct
-from jaxpuct.muzero.networks import scale_latent
-from jaxpuct.muzero.training import scale_gradient
+from jaxpuct.muzero import replay as replay_lib
+from jaxpuct.muzero import training as training_lib
+from jaxpuct.muzero.model import MuZeroModel
+from jaxpuct.muzero.networks import MuZeroNetwork, NetworkConfig
 from jaxpuct.sampled import GaussianActions
 from jaxpuct.testing import pendulum as pend
 
@@ -83,7 +90,9 @@ class Config:
         search steps a learned model).
       latent_size: features of the learned model's latent state.
       unroll_steps: steps the learned model is unrolled in training.
-      reward_scale: the learned reward head predicts reward / reward_scale.
+      value_support: n of the learned value head's 2n + 1 atoms over h(value).
+      reward_support: n of the learned reward head's atoms over h(reward).
+      value_weight: weight of the learned model's value loss.
     """
 
     seed: int = 0
@@ -103,7 +112,9 @@ class Config:
     model: str = "true"
     latent_size: int = 32
     unroll_steps: int = 5
-    reward_scale: float = 10.0
+    value_support: int = 25
+    reward_support: int = 5
+    value_weight: float = 0.25
 
     def __post_init__(self):
         if self.model not in ("true", "learned"):
@@ -112,6 +123,24 @@ class Config:
     @property
     def space(self) -> GaussianActions:
         return GaussianActions(1, min_log_std=self.min_log_std)
+
+    @property
+    def network(self) -> NetworkConfig:
+        """The learned model's shape: one hidden layer per function; values
+        reach about -540 (h = 22.6) and a step's reward -16.3 (h = 3.2)."""
+        return NetworkConfig(kind="mlp", hidden=(self.hidden,), latent_size=self.latent_size,
+                             value_support=self.value_support,
+                             reward_support=self.reward_support,
+                             action_scale=pend.MAX_TORQUE)
+
+    @property
+    def loss(self) -> training_lib.LossConfig:
+        return training_lib.LossConfig(value_weight=self.value_weight,
+                                       learning_rate=self.learning_rate)
+
+    @property
+    def buffer_rows(self) -> int:
+        return self.replay_iterations * self.batch_size * pend.EPISODE_STEPS
 
 
 class Network(nnx.Module):
@@ -135,71 +164,43 @@ def heads(out: jax.Array, value_scale: float) -> tuple[jax.Array, jax.Array]:
     return jnp.concatenate([mean, out[:, 1:2]], axis=-1), value_scale * out[:, 2]
 
 
-class LearnedModel(nnx.Module):
-    """MuZero's three functions for the pendulum (``--model learned``):
-    ``represent(obs [B, 3]) -> latent [B, L]``, ``dynamics(latent, torque [B, 1]) ->
-    (reward [B], latent)`` and ``predict(latent) -> (prior params [B, 2], value
-    [B])``; latents min-max scaled to ``[0, 1]`` per sample."""
-
-    def __init__(self, config: Config, rngs: nnx.Rngs):
-        h, latent = config.hidden, config.latent_size
-        self.r1 = nnx.Linear(pend.OBS_SIZE, h, rngs=rngs)
-        self.r2 = nnx.Linear(h, latent, rngs=rngs)
-        self.d1 = nnx.Linear(latent + 1, h, rngs=rngs)
-        self.d2 = nnx.Linear(h, h, rngs=rngs)
-        self.d3 = nnx.Linear(h, latent + 1, rngs=rngs)
-        self.p1 = nnx.Linear(latent, h, rngs=rngs)
-        self.p2 = nnx.Linear(h, 3, rngs=rngs)
-        self.value_scale, self.reward_scale = config.value_scale, config.reward_scale
-
-    def represent(self, obs: jax.Array) -> jax.Array:
-        return scale_latent(self.r2(jax.nn.relu(self.r1(obs))), 1e-5)
-
-    def dynamics(self, latent: jax.Array, torque: jax.Array) -> tuple[jax.Array, jax.Array]:
-        # The environment clips the torque: the model sees what is applied.
-        u = jnp.clip(torque, -pend.MAX_TORQUE, pend.MAX_TORQUE) / pend.MAX_TORQUE
-        x = jax.nn.relu(self.d1(jnp.concatenate([latent, u], axis=-1)))
-        out = self.d3(jax.nn.relu(self.d2(x)))
-        return self.reward_scale * out[:, 0], scale_latent(out[:, 1:], 1e-5)
-
-    def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return heads(self.p2(jax.nn.relu(self.p1(latent))), self.value_scale)
-
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return self.predict(self.represent(obs))
-
-
 def new_network(config: Config, key: jax.Array) -> nnx.Module:
     if config.model == "learned":
-        return LearnedModel(config, nnx.Rngs(key))
+        return MuZeroNetwork(config.network, config.space, pend.OBS_SIZE, rngs=nnx.Rngs(key))
     return Network(config.hidden, config.value_scale, nnx.Rngs(key))
 
 
+def predict(config: Config, graphdef: nnx.GraphDef, params: Any, obs: jax.Array
+            ) -> tuple[jax.Array, jax.Array]:
+    """``obs [B, 3]`` -> (prior params ``[B, 2]``, value ``[B]``) of either model."""
+    net = nnx.merge(graphdef, params)
+    if config.model != "learned":
+        return net(obs)
+    root = MuZeroModel(graphdef, config.discount).root(params, obs)
+    return root.prior_logits, root.value
+
+
 def make_search(config: Config, graphdef: nnx.GraphDef):
-    """``(params, keys [B], state, greedy) -> SampledPolicyOutput``: the search from
-    the real ``state``, through the true dynamics or the learned model."""
+    """``(params, keys [B], state, greedy) -> SampledPolicyOutput``: the search
+    from the real ``state``, through the true dynamics or the learned model."""
 
-    learned = config.model == "learned"
-
-    def recurrent_fn(params, key, action, embedding):
+    def true_recurrent_fn(params, key, action, state):
         del key
-        net = nnx.merge(graphdef, params)
-        if learned:  # the embedding is a latent state
-            reward, embedding = net.dynamics(embedding, action)
-            prior, value = net.predict(embedding)
-        else:  # the embedding is the pendulum's state
-            embedding, reward = pend.step(embedding, action[:, 0])
-            prior, value = net(pend.observe(embedding))
+        state, reward = pend.step(state, action[:, 0])
+        prior, value = nnx.merge(graphdef, params)(pend.observe(state))
         return jaxpuct.RecurrentFnOutput(
             reward=reward, discount=jnp.full_like(reward, config.discount),
-            prior_logits=prior, value=value), embedding
+            prior_logits=prior, value=value), state
 
     def search(params, keys, state, greedy: bool):
-        net = nnx.merge(graphdef, params)
         obs = pend.observe(state)
-        embedding = net.represent(obs) if learned else state
-        prior, value = net.predict(embedding) if learned else net(obs)
-        root = jaxpuct.RootFnOutput(prior_logits=prior, value=value, embedding=embedding)
+        if config.model == "learned":
+            model = MuZeroModel(graphdef, config.discount)
+            root, recurrent_fn = model.root(params, obs), model.recurrent_fn
+        else:
+            prior, value = nnx.merge(graphdef, params)(obs)
+            root = jaxpuct.RootFnOutput(prior_logits=prior, value=value, embedding=state)
+            recurrent_fn = true_recurrent_fn
         return jaxpuct.sampled_policy(
             params, keys, root, recurrent_fn, config.num_simulations,
             num_samples=config.num_samples, action_space=config.space,
@@ -222,7 +223,7 @@ class Steps(NamedTuple):
     reward: jax.Array
     root_value: jax.Array
     last_value: jax.Array
-    action: Any = None
+    action: jax.Array
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 4))
@@ -243,7 +244,7 @@ def play(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Array,
         return next_state, record
 
     state, records = jax.lax.scan(one, state, jax.random.split(key, pend.EPISODE_STEPS))
-    _, last_value = nnx.merge(graphdef, params)(pend.observe(state))
+    _, last_value = predict(config, graphdef, params, pend.observe(state))
     obs, sampled, weights, reward, root_value, action = (jnp.swapaxes(x, 0, 1)
                                                         for x in records)
     return Steps(obs, sampled, weights, reward, root_value, last_value, action)
@@ -252,10 +253,9 @@ def play(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Array,
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def prior_return(config: Config, graphdef: nnx.GraphDef, params: Any) -> jax.Array:
     """``[100]`` returns of the network's mean torque alone, no search."""
-    net = nnx.merge(graphdef, params)
 
     def one(state, _):
-        prior, _ = net(pend.observe(state))
+        prior, _ = predict(config, graphdef, params, pend.observe(state))
         return pend.step(state, prior[:, 0])
 
     _, rewards = jax.lax.scan(one, pend.reset(jax.random.key(EVAL_SEED), EVAL_EPISODES),
@@ -263,119 +263,69 @@ def prior_return(config: Config, graphdef: nnx.GraphDef, params: Any) -> jax.Arr
     return jnp.sum(rewards, axis=0)
 
 
-def value_targets(steps: Steps, discount: float, td_steps: int) -> jax.Array:
-    """``[B, T]``: ``z_t = Σ_{i<m} γ^i r_{t+i} + γ^m v_{t+m}``, ``m = min(n, T - t)``,
-    ``v`` the root search values and ``v_T`` the network's value after the last
-    step (an episode is cut at 200 steps, not ended)."""
-    batch, length = steps.reward.shape
-    values = jnp.concatenate([steps.root_value, steps.last_value[:, None]], axis=1)
-    rewards = jnp.concatenate([steps.reward, jnp.zeros((batch, td_steps))], axis=1)
-    t = jnp.arange(length)
-    m = jnp.minimum(td_steps, length - t)  # [T]
-    total = jnp.zeros((batch, length))
-    for i in range(td_steps):
-        total = total + jnp.where(i < m, discount ** i * rewards[:, i:i + length], 0.0)
-    bootstrap = jnp.take_along_axis(values, jnp.broadcast_to(t + m, (batch, length)), axis=1)
-    return total + (discount ** m) * bootstrap
-
-
-class Replay(NamedTuple):
-    """The last ``replay_iterations`` iterations' steps, flat ``[M, ...]``: row
-    ``(slot B + b) T + t`` is step ``t`` of episode ``b`` of a slot, so an
-    episode's steps are consecutive rows (the learned model's unrolls read them)."""
-
-    obs: jax.Array
-    sampled: jax.Array
-    weights: jax.Array
-    value: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    filled: jax.Array
-
-
-def empty_replay(config: Config) -> Replay:
-    rows = config.replay_iterations * config.batch_size * pend.EPISODE_STEPS
-    k = config.num_samples
-    return Replay(obs=jnp.zeros((rows, pend.OBS_SIZE)), sampled=jnp.zeros((rows, k, 1)),
-                  weights=jnp.zeros((rows, k)), value=jnp.zeros((rows,)),
-                  action=jnp.zeros((rows, 1)), reward=jnp.zeros((rows,)),
-                  filled=jnp.zeros((), jnp.int32))
+def empty_replay(config: Config) -> replay_lib.TrajectoryBuffer:
+    """The last ``replay_iterations`` iterations' episodes (a ring of whole ones)."""
+    return replay_lib.empty_buffer(config.buffer_rows, (pend.OBS_SIZE,), jnp.float32, 0,
+                                   num_samples=config.num_samples, action_dim=1)
 
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def store(config: Config, replay: Replay, steps: Steps, iteration: jax.Array) -> Replay:
-    """Writes iteration ``iteration``'s steps (counted from 0, written in order)
-    into slot ``iteration % replay_iterations``, over the oldest data."""
-    z = value_targets(steps, config.discount, config.td_steps)
-    new = (steps.obs, steps.sampled, steps.weights, z, steps.action, steps.reward)
-    size = config.batch_size * pend.EPISODE_STEPS
-    offset = (iteration % config.replay_iterations) * size
-    fields = [jax.lax.dynamic_update_slice_in_dim(old, x.reshape(size, *x.shape[2:]).astype(
-        old.dtype), offset, axis=0) for old, x in zip(replay[:6], new, strict=True)]
-    return Replay(*fields, filled=jnp.minimum(replay.filled + size, replay.obs.shape[0]))
+def store(config: Config, replay: replay_lib.TrajectoryBuffer, steps: Steps
+          ) -> replay_lib.TrajectoryBuffer:
+    """Appends ``steps``' episodes over the oldest ones, each truncated after its
+    200th step with the network's value there as the bootstrap."""
+    batch = steps.reward.shape[0]
+    shape = steps.reward.shape
+    return replay_lib.write_episodes(
+        replay, obs=steps.obs, action=steps.action, reward=steps.reward,
+        policy=steps.weights, root_value=steps.root_value,
+        episode_end=jnp.zeros(shape, jnp.bool_), written=jnp.ones(shape, jnp.bool_),
+        policy_actions=steps.sampled, truncated=jnp.ones((batch,), jnp.bool_),
+        truncation_value=steps.last_value)
 
 
-def loss_fn(config: Config, graphdef: nnx.GraphDef, params: Any, replay: Replay,
-            rows: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """The loss at replay rows ``rows [N]`` (start rows of unrolls when learned)."""
+def sample(config: Config, replay: replay_lib.TrajectoryBuffer, key: jax.Array
+           ) -> replay_lib.Batch:
+    """Uniform windows; the true model reads only their first position."""
+    unroll = config.unroll_steps if config.model == "learned" else 1
+    return replay_lib.sample(replay, key, config.train_batch_size, unroll, config.td_steps,
+                             config.discount)
+
+
+def loss_fn(config: Config, graphdef: nnx.GraphDef, params: Any, batch: replay_lib.Batch
+            ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The learned model's unrolled MuZero loss, or the true model's loss at the
+    first position: ``-Σ_k w_k log π(a_k)`` and the squared value error."""
     if config.model == "learned":
-        return unrolled_loss(config, graphdef, params, replay, rows)
-    prior, value = nnx.merge(graphdef, params)(replay.obs[rows])
-    policy = jnp.mean(jaxpuct.sampled_policy_loss(config.space, prior, replay.sampled[rows],
-                                                  replay.weights[rows]))
-    value_loss = jnp.mean(((value - replay.value[rows]) / config.value_scale) ** 2)
+        loss, metrics = training_lib.unroll_loss(nnx.merge(graphdef, params), batch,
+                                                 config.loss)
+        return loss, {k: metrics[k] for k in ("policy_loss", "value_loss", "reward_loss")}
+    targets = batch.targets
+    prior, value = nnx.merge(graphdef, params)(batch.obs)
+    policy = jnp.mean(jaxpuct.sampled_policy_loss(config.space, prior,
+                                                  targets.policy_actions[:, 0],
+                                                  targets.policy[:, 0]))
+    value_loss = jnp.mean(((value - targets.value[:, 0]) / config.value_scale) ** 2)
     return policy + value_loss, {"policy_loss": policy, "value_loss": value_loss,
                                  "reward_loss": jnp.zeros(())}
 
 
-def unrolled_loss(config: Config, graphdef: nnx.GraphDef, params: Any, replay: Replay,
-                  rows: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """MuZero's loss along ``U`` unroll steps from start rows ``rows [N]`` (each at
-    least ``U`` steps before its episode's end): the policy and value targets at
-    each of the ``U + 1`` positions, the observed rewards of the ``U`` torques
-    played; step weights 1 and ``1 / U``, the gradient halved at each dynamics
-    input (Schrittwieser et al. 2020, appendix G)."""
-    model = nnx.merge(graphdef, params)
-    steps = config.unroll_steps
-    latent = model.represent(replay.obs[rows])
-    policy = value_loss = reward_loss = jnp.zeros(())
-    for k in range(steps + 1):
-        weight = 1.0 if k == 0 else 1.0 / steps
-        at = rows + k
-        prior, value = model.predict(latent)
-        policy += weight * jnp.mean(jaxpuct.sampled_policy_loss(
-            config.space, prior, replay.sampled[at], replay.weights[at]))
-        value_loss += weight * jnp.mean(((value - replay.value[at]) / config.value_scale) ** 2)
-        if k < steps:
-            reward, latent = model.dynamics(scale_gradient(latent, 0.5), replay.action[at])
-            reward_loss += jnp.mean(((reward - replay.reward[at]) / config.reward_scale) ** 2
-                                    ) / steps
-    return policy + value_loss + reward_loss, {"policy_loss": policy, "value_loss": value_loss,
-                                               "reward_loss": reward_loss}
-
-
-def sample_rows(config: Config, replay: Replay, key: jax.Array) -> jax.Array:
-    """``[N]`` uniform rows of the filled replay; for the learned model, rows at
-    least ``unroll_steps`` before the end of their episode."""
-    n = config.train_batch_size
-    if config.model != "learned":
-        return jax.random.randint(key, (n,), 0, replay.filled)
-    episode_key, step_key = jax.random.split(key)
-    episode = jax.random.randint(episode_key, (n,), 0, replay.filled // pend.EPISODE_STEPS)
-    t = jax.random.randint(step_key, (n,), 0, pend.EPISODE_STEPS - config.unroll_steps)
-    return episode * pend.EPISODE_STEPS + t
+def make_optimizer(config: Config) -> optax.GradientTransformation:
+    if config.model == "learned":
+        return training_lib.make_optimizer(config.loss)
+    return optax.adam(config.learning_rate)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def train(config: Config, graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
-          params: Any, opt_state: Any, replay: Replay, key: jax.Array):
-    """``train_steps`` Adam steps on uniform minibatches of the replay."""
+          params: Any, opt_state: Any, replay: replay_lib.TrajectoryBuffer, key: jax.Array):
+    """``train_steps`` optimiser steps on uniform minibatches of the replay."""
 
     def body(i, carry):
         params, opt_state, sums = carry
-        rows = sample_rows(config, replay, jax.random.fold_in(key, i))
+        batch = sample(config, replay, jax.random.fold_in(key, i))
         (_, metrics), grads = jax.value_and_grad(
-            lambda p: loss_fn(config, graphdef, p, replay, rows), has_aux=True)(params)
+            lambda p: loss_fn(config, graphdef, p, batch), has_aux=True)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         sums = {k: sums[k] + metrics[k] for k in sums}
         return optax.apply_updates(params, updates), opt_state, sums
@@ -403,7 +353,7 @@ def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
     """Trains for ``iterations``; returns the last evaluation."""
     init_key, key = jax.random.split(jax.random.key(config.seed))
     graphdef, params = nnx.split(new_network(config, init_key))
-    optimizer = optax.adam(config.learning_rate)
+    optimizer = make_optimizer(config)
     opt_state = optimizer.init(params)
     replay = empty_replay(config)
     last: dict = {}
@@ -411,7 +361,7 @@ def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
     for iteration in range(1, iterations + 1):
         play_key, train_key, key = jax.random.split(key, 3)
         steps = play(config, graphdef, params, play_key)
-        replay = store(config, replay, steps, jnp.int32(iteration - 1))
+        replay = store(config, replay, steps)
         params, opt_state, metrics = train(config, graphdef, optimizer, params, opt_state,
                                            replay, train_key)
         row = {"iteration": iteration, "env_steps": iteration * config.batch_size * 200,

@@ -122,6 +122,7 @@ class MuZeroModel:
     def recurrent_fn(self, params: Any, rng_key: jax.Array, action: jax.Array,
                      embedding: jax.Array) -> tuple[RecurrentFnOutput, jax.Array]:
         """The search's ``recurrent_fn``: dynamics then prediction on ``action [B]``
+        (``[B, D]`` vectors of a continuous space, from ``jaxpuct.sampled_policy``)
         from latents ``embedding [B, ...]``; no legal mask and no terminal flag
         (module docstring)."""
         del rng_key  # the model is deterministic
@@ -130,7 +131,7 @@ class MuZeroModel:
         logits, value = net.predict(latent)
         output = RecurrentFnOutput(
             reward=head_scalar(reward, net.config.reward),
-            discount=jnp.full(action.shape, self.search_discount, jnp.float32),
+            discount=jnp.full(action.shape[:1], self.search_discount, jnp.float32),
             prior_logits=logits,
             value=head_scalar(value, net.config.value))
         return output, latent

@@ -11,7 +11,13 @@ Two families, chosen by :class:`NetworkConfig`:
 
 * ``"mlp"``: latents ``[B, L]``; the action enters the dynamics as a one-hot
   vector ``[B, A]`` concatenated to the latent; each function is a trunk of
-  dense + LayerNorm + ReLU layers.
+  dense + LayerNorm + ReLU layers. With a continuous action space
+  (``jaxpuct.sampled.GaussianActions(D)``, Sampled MuZero's, Hubert et al. 2021)
+  the action vector ``[B, D]`` is concatenated instead and the policy head gives
+  the Gaussian's parameters ``[B, 2D]`` (mean, log sigma) that
+  :func:`jaxpuct.sampled_policy` samples from; with ``action_scale = c`` the mean
+  is ``c tanh(.)`` and the dynamics sees ``clip(a, -c, c) / c``, the action an
+  environment with a box ``[-c, c]`` applies.
 * ``"resnet"``: latents ``[B, H, W, C]`` over the observation's board
   ``[B, H, W, C_obs]`` (channels last); the AlphaZero residual blocks of
   :mod:`jaxpuct.alphazero.networks` (shared, not copied); the action enters as
@@ -55,6 +61,7 @@ from flax import nnx
 
 from jaxpuct.alphazero.networks import ResidualBlock
 from jaxpuct.muzero.value_transform import Support, logits_to_scalar
+from jaxpuct.sampled import DiscreteActions, GaussianActions
 
 __all__ = ["MuZeroNetwork", "NetworkConfig", "action_planes", "head_scalar", "init_network",
            "scale_latent"]
@@ -77,6 +84,8 @@ class NetworkConfig:
         ``tanh`` scalar head.
       reward_support: ``n`` of the reward head, or ``None`` for a ``tanh`` scalar.
       latent_epsilon: smallest denominator of the latent's min-max scaling.
+      action_scale: ``c`` of a continuous space's box ``[-c, c]`` (module
+        docstring), or ``None`` (unbounded); unused by discrete actions.
     """
 
     kind: Kind = "mlp"
@@ -87,6 +96,7 @@ class NetworkConfig:
     value_support: int | None = None
     reward_support: int | None = None
     latent_epsilon: float = 1e-5
+    action_scale: float | None = None
 
     def __post_init__(self):
         if self.kind not in ("mlp", "resnet"):
@@ -107,6 +117,9 @@ class NetworkConfig:
         if not self.latent_epsilon > 0:
             raise ValueError(f"NetworkConfig.latent_epsilon must be > 0, got "
                              f"{self.latent_epsilon!r}.")
+        if self.action_scale is not None and not self.action_scale > 0:
+            raise ValueError(f"NetworkConfig.action_scale must be > 0 or None, got "
+                             f"{self.action_scale!r}.")
 
     @property
     def value(self) -> Support | None:
@@ -210,7 +223,8 @@ class MuZeroNetwork(nnx.Module):
 
     Args:
       config: the :class:`NetworkConfig`.
-      num_actions: ``A``.
+      num_actions: ``A``, or a ``GaussianActions(D)`` for continuous actions
+        (``"mlp"`` only; module docstring).
       obs_shape: one observation's shape: any shape for ``"mlp"`` (flattened),
         ``(H, W, C)`` for ``"resnet"``.
       rngs: ``nnx.Rngs`` for the initialisation.
@@ -219,31 +233,46 @@ class MuZeroNetwork(nnx.Module):
 
     * ``represent(obs [B, *obs_shape]) -> latent`` (``[B, L]`` or ``[B, H, W, C]``,
       in ``[0, 1]``);
-    * ``dynamics(latent, action [B] int) -> (reward, next latent)``;
-    * ``predict(latent) -> (policy logits [B, A], value)``;
+    * ``dynamics(latent, action [B] int) -> (reward, next latent)``
+      (``action [B, D]`` float when continuous);
+    * ``predict(latent) -> (policy logits [B, A], value)`` (the Gaussian's
+      parameters ``[B, 2D]`` when continuous);
+
+    ``action_space`` is the ``jaxpuct.sampled`` space the policy head is read in
+    (``DiscreteActions(A)`` or the ``GaussianActions`` given).
 
     where ``reward`` and ``value`` are logits ``[B, 2n + 1]`` for a categorical
     head or scalars ``[B]`` in ``[-1, 1]`` (:func:`head_scalar` reads both).
     """
 
-    def __init__(self, config: NetworkConfig, num_actions: int, obs_shape: Sequence[int] | int,
-                 *, rngs: nnx.Rngs):
+    def __init__(self, config: NetworkConfig, num_actions: int | GaussianActions,
+                 obs_shape: Sequence[int] | int, *, rngs: nnx.Rngs):
         obs_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
-        if num_actions < 1:
-            raise ValueError(f"num_actions must be >= 1, got {num_actions!r}.")
+        if isinstance(num_actions, GaussianActions):
+            if config.kind != "mlp":
+                raise ValueError(f"continuous actions need NetworkConfig.kind = 'mlp', got "
+                                 f"{config.kind!r}.")
+            self.action_space: DiscreteActions | GaussianActions = num_actions
+            self.num_actions = 0
+            action_width, policy_width = num_actions.action_dim, num_actions.params_width
+        else:
+            if num_actions < 1:
+                raise ValueError(f"num_actions must be >= 1, got {num_actions!r}.")
+            self.action_space = DiscreteActions(int(num_actions))
+            self.num_actions = int(num_actions)
+            action_width = policy_width = self.num_actions
         self.config = config
-        self.num_actions = int(num_actions)
         self.obs_shape = obs_shape
         value_width, reward_width = head_width(config.value), head_width(config.reward)
         if config.kind == "mlp":
             hidden = config.hidden
             self.repr_trunk = _Trunk(math.prod(obs_shape), hidden, rngs=rngs)
             self.repr_out = nnx.Linear(hidden[-1], config.latent_size, rngs=rngs)
-            self.dyn_trunk = _Trunk(config.latent_size + num_actions, hidden, rngs=rngs)
+            self.dyn_trunk = _Trunk(config.latent_size + action_width, hidden, rngs=rngs)
             self.dyn_out = nnx.Linear(hidden[-1], config.latent_size, rngs=rngs)
             self.reward_out = nnx.Linear(hidden[-1], reward_width, rngs=rngs)
             self.pred_trunk = _Trunk(config.latent_size, hidden, rngs=rngs)
-            self.policy_out = nnx.Linear(hidden[-1], num_actions, rngs=rngs)
+            self.policy_out = nnx.Linear(hidden[-1], policy_width, rngs=rngs)
             self.value_out = nnx.Linear(hidden[-1], value_width, rngs=rngs)
             return
         if len(obs_shape) != 3:
@@ -251,14 +280,14 @@ class MuZeroNetwork(nnx.Module):
         height, width, in_channels = obs_shape
         cells, channels = height * width, config.channels
         self.board = (height, width)
-        self.action_plane_count = math.ceil(num_actions / cells)
+        self.action_plane_count = math.ceil(self.num_actions / cells)
         self.repr_tower = _Tower(in_channels, channels, config.num_blocks, rngs=rngs)
         self.dyn_tower = _Tower(channels + self.action_plane_count, channels,
                                 config.num_blocks, rngs=rngs)
         self.reward_head = _ConvHead(cells, channels, 1, reward_width, config.hidden[0],
                                      rngs=rngs)
         self.pred_tower = _Tower(channels, channels, config.num_blocks, rngs=rngs)
-        self.policy_head = _ConvHead(cells, channels, 2, num_actions, None, rngs=rngs)
+        self.policy_head = _ConvHead(cells, channels, 2, self.num_actions, None, rngs=rngs)
         self.value_head = _ConvHead(cells, channels, 1, value_width, config.hidden[0],
                                     rngs=rngs)
 
@@ -275,10 +304,24 @@ class MuZeroNetwork(nnx.Module):
             latent = self.repr_tower(x)
         return scale_latent(latent, self.config.latent_epsilon)
 
+    @property
+    def continuous(self) -> bool:
+        return isinstance(self.action_space, GaussianActions)
+
+    def action_input(self, action: jax.Array, dtype) -> jax.Array:
+        """What the MLP dynamics sees of ``action``: ``[B, A]`` one-hot, or the
+        vector ``[B, D]`` (clipped and scaled into ``[-1, 1]`` by
+        ``action_scale``)."""
+        if not self.continuous:
+            return jax.nn.one_hot(action, self.num_actions, dtype=dtype)
+        scale = self.config.action_scale
+        x = action.astype(dtype)
+        return x if scale is None else jnp.clip(x, -scale, scale) / scale
+
     def dynamics(self, latent: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
         if self.config.kind == "mlp":
-            one_hot = jax.nn.one_hot(action, self.num_actions, dtype=latent.dtype)
-            y = self.dyn_trunk(jnp.concatenate([latent, one_hot], axis=-1))
+            y = self.dyn_trunk(jnp.concatenate([latent, self.action_input(action, latent.dtype)],
+                                               axis=-1))
             next_latent, reward = self.dyn_out(y), self.reward_out(y)
         else:
             planes = action_planes(action, self.num_actions, self.board)
@@ -291,17 +334,24 @@ class MuZeroNetwork(nnx.Module):
         if self.config.kind == "mlp":
             y = self.pred_trunk(latent)
             logits, value = self.policy_out(y), self.value_out(y)
+            scale = self.config.action_scale
+            if self.continuous and scale is not None:
+                dim = self.action_space.params_width // 2
+                logits = jnp.concatenate([scale * jnp.tanh(logits[:, :dim]), logits[:, dim:]],
+                                         axis=-1)
         else:
             y = self.pred_tower(latent)
             logits, value = self.policy_head(y), self.value_head(y)
         return logits, head_output(value, self.config.value)
 
 
-def init_network(config: NetworkConfig, num_actions: int, obs_shape: Sequence[int] | int,
-                 key: int | jax.Array = 0) -> tuple[nnx.GraphDef, nnx.State]:
+def init_network(config: NetworkConfig, num_actions: int | GaussianActions,
+                 obs_shape: Sequence[int] | int, key: int | jax.Array = 0
+                 ) -> tuple[nnx.GraphDef, nnx.State]:
     """A new network, split: ``(graphdef, state)``.
 
     Args:
+      num_actions: ``A`` or a ``GaussianActions`` (:class:`MuZeroNetwork`).
       key: an int seed or a PRNG key (an ``impl="rbg"`` key compiles its
         initialisers much faster on CPU than the default threefry).
 

@@ -14,7 +14,8 @@ batch, so the shapes stay static:
   observations ``o_{t+k}``, ``k = 0..K`` (the policy targets ``pi_{t+k}``) and,
   with ``bootstrap``, at ``o_{t+k+n}`` (the value targets' bootstrap
   ``v_{t+k+n}``), each root with its stored legal mask; the targets are then
-  rebuilt by :func:`.targets.unroll_targets` from the stored rewards and ends
+  rebuilt by :func:`.targets.unroll_targets` from the stored rewards, ends and
+  truncations
   with the fresh root policies and values. The n-step rewards stay those that
   were observed (they are facts of the environment, not of the network);
 * without ``bootstrap`` only the policy positions are searched and the stored
@@ -45,8 +46,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxpuct.muzero.replay import Batch, TrajectoryBuffer, window_rows
-from jaxpuct.muzero.targets import unroll_targets
+from jaxpuct.muzero.replay import Batch, TrajectoryBuffer, window_rows, window_targets
 from jaxpuct.sampled import SampledPolicyOutput
 from jaxpuct.types import PolicyOutput
 
@@ -57,7 +57,8 @@ SearchFn = Callable[[Any, jax.Array, jax.Array, jax.Array],
 """``(params, keys [M], obs [M, ...], legal [M, A]) -> PolicyOutput``: the search
 at ``M`` roots (e.g. :func:`.selfplay.search_roots` with its config bound); a
 :class:`jaxpuct.sampled.SampledPolicyOutput` for a buffer of sampled policies (its
-``action_weights [M, K]`` over its ``sampled_actions [M, K]``)."""
+``action_weights [M, K]`` over its ``sampled_actions [M, K]``, or ``[M, K, D]``
+vectors for continuous actions, whose ``legal`` is ``[M, 0]``: there is no mask)."""
 
 
 def reanalysed_rows(fraction: float, batch_size: int) -> int:
@@ -139,11 +140,11 @@ def reanalyse_batch(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: ja
         if sampled is None:
             raise ValueError("the buffer holds a sampled search's policies: search_fn must "
                              "return its sampled_actions (jaxpuct.sampled_policy).")
-        policy_actions = buffer.policy_actions[index].at[:, positions].set(
-            sampled.reshape(count, num_positions, width).astype(jnp.int32))
-    fresh = unroll_targets(buffer.reward[index], values, policies, buffer.episode_end[index],
-                           filled, discount, unroll_steps, td_steps,
-                           policy_actions=policy_actions)
+        stored = buffer.policy_actions[index]  # [R, W, K] ids or [R, W, K, D]
+        policy_actions = stored.at[:, positions].set(
+            sampled.reshape(count, num_positions, *stored.shape[2:]).astype(stored.dtype))
+    fresh = window_targets(buffer, index, filled, discount, unroll_steps, td_steps,
+                           policies=policies, values=values, policy_actions=policy_actions)
     targets = jax.tree.map(lambda new, old: jnp.concatenate([new, old[count:]], axis=0),
                            fresh, batch.targets)
     return batch._replace(targets=targets)

@@ -1,13 +1,16 @@
 """A ring buffer of trajectory steps on the device, sampled as ``K``-step windows.
 
 Each row is one step ``t`` of an episode: the observation ``o_t``, the action
-``a_t`` taken, its reward ``u_{t+1}`` (from the mover's view), the root search
-policy ``pi_t`` (over all actions, or a sampled search's weights over its sampled
-actions with their ids) and value ``v_t``, the root's legal mask (a new search there,
-:mod:`.reanalyse`, needs it), whether the step ended the episode, and a
-priority. Episodes are written whole and contiguously, one after another, with
-jitted scatters (the buffer is a pytree of fixed-size arrays that can be
-donated); the oldest rows are overwritten first.
+``a_t`` taken (an id, or a vector ``[D]`` of a continuous space), its reward
+``u_{t+1}`` (from the mover's view), the root search policy ``pi_t`` (over all
+actions, or a sampled search's weights over its sampled actions, stored with
+them) and value ``v_t``, the root's legal mask (a new search there,
+:mod:`.reanalyse`, needs it; none for continuous actions), whether the step ended
+the episode, whether that end was a truncation (a time limit) and the value
+after it (:mod:`.targets`), and a priority. Episodes are written whole and
+contiguously, one after another, with jitted scatters (the buffer is a pytree
+of fixed-size arrays that can be donated); the oldest rows are overwritten
+first.
 
 Because every written trajectory ends with an ``episode_end`` row (the write
 marks the last written step so), a window of consecutive rows from any filled
@@ -34,7 +37,8 @@ from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.muzero.targets import UnrollTargets, n_step_values, unroll_targets, window_length
 
 __all__ = ["Batch", "TrajectoryBuffer", "empty_buffer", "filled_rows", "sample",
-           "trajectory_priorities", "update_priorities", "window_rows", "write_episodes"]
+           "trajectory_priorities", "update_priorities", "window_rows", "window_targets",
+           "write_episodes"]
 
 _INT32_MAX = 2**31 - 1
 # Added to every priority so that a row whose target was met exactly can still
@@ -48,7 +52,8 @@ class TrajectoryBuffer(Replaceable):
 
     Attributes:
       obs: ``[N, ...]`` observations ``o_t``.
-      action: ``[N]`` int32 action taken at ``t``.
+      action: ``[N]`` int32 action taken at ``t``, or ``[N, D]`` float32 for
+        continuous actions.
       reward: ``[N]`` float32 its reward, from the mover's view.
       policy: ``[N, P]`` float32 root search policy: over all ``A`` actions
         (``P = A``), or a sampled search's weights over its ``P = K`` sampled
@@ -56,14 +61,18 @@ class TrajectoryBuffer(Replaceable):
       root_value: ``[N]`` float32 root search value, from the view of the player
         to move at ``t``.
       legal: ``[N, A]`` bool legal actions at ``o_t`` (all ``True`` where the
-        writer gave none, all ``False`` in rows never written).
+        writer gave none, all ``False`` in rows never written); ``[N, 0]`` for
+        continuous actions.
       episode_end: ``[N]`` bool, the step ended the episode.
       priority: ``[N]`` float32 ``p_i`` (> 0 where filled).
+      truncated: ``[N]`` bool, the step ended its episode by truncation.
+      end_value: ``[N]`` float32, the value of the state after a truncated step
+        (0 elsewhere).
       next_row: ``[]`` int32.
       num_added: ``[]`` int32, saturating at ``2**31 - 1``.
-      policy_actions: ``[N, K]`` int32 ids of the sampled actions ``policy``
-        weighs (a slot the search could not fill: weight 0, placeholder id), or
-        ``None`` when ``policy`` is over all actions.
+      policy_actions: the sampled actions ``policy`` weighs: ``[N, K]`` int32 ids
+        (a slot the search could not fill: weight 0, placeholder id) or ``[N, K,
+        D]`` float32 vectors; ``None`` when ``policy`` is over all actions.
     """
 
     obs: jax.Array
@@ -74,6 +83,8 @@ class TrajectoryBuffer(Replaceable):
     legal: jax.Array
     episode_end: jax.Array
     priority: jax.Array
+    truncated: jax.Array
+    end_value: jax.Array
     next_row: jax.Array
     num_added: jax.Array
     policy_actions: jax.Array | None = None
@@ -84,8 +95,14 @@ class TrajectoryBuffer(Replaceable):
 
     @property
     def num_actions(self) -> int:
-        """``A``, the width of the legal masks (``policy``'s is ``K`` when sampled)."""
+        """``A``, the width of the legal masks (``policy``'s is ``K`` when sampled;
+        0 for continuous actions)."""
         return self.legal.shape[-1]
+
+    @property
+    def action_dim(self) -> int | None:
+        """``D`` of continuous actions, or ``None`` for ids."""
+        return self.action.shape[1] if self.action.ndim == 2 else None
 
 
 class Batch(NamedTuple):
@@ -94,7 +111,8 @@ class Batch(NamedTuple):
     Attributes:
       obs: ``[B, ...]`` observations at the start rows.
       actions: ``[B, K]`` int32 actions to unroll (uniform draws past an
-        episode's end).
+        episode's end), or ``[B, K, D]`` float32 vectors (standard normal
+        draws past an end).
       targets: :class:`.targets.UnrollTargets`.
       weights: ``[B]`` float32 importance weights (1 when uniform).
       index: ``[B]`` int32 start rows (for :func:`update_priorities`).
@@ -109,26 +127,47 @@ class Batch(NamedTuple):
 
 
 def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: int,
-                 num_samples: int | None = None) -> TrajectoryBuffer:
-    """A buffer of ``size`` rows, none filled; with ``num_samples = K`` its policies
-    are a sampled search's (``policy [N, K]`` and ``policy_actions [N, K]``)."""
+                 num_samples: int | None = None, action_dim: int | None = None
+                 ) -> TrajectoryBuffer:
+    """A buffer of ``size`` rows, none filled.
+
+    Args:
+      num_actions: ``A`` of a discrete space (0 with ``action_dim``).
+      num_samples: ``K``: the policies are a sampled search's (``policy [N, K]``
+        and ``policy_actions [N, K]``, or ``[N, K, D]`` with ``action_dim``).
+      action_dim: ``D``: actions are float vectors ``[D]`` (a continuous space,
+        searched by a sampled search, so ``num_samples`` is required).
+    """
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size!r}.")
-    if num_samples is not None and not 1 <= num_samples <= num_actions:
+    if action_dim is not None:
+        if action_dim < 1 or num_actions != 0 or num_samples is None or num_samples < 1:
+            raise ValueError(f"continuous actions (action_dim = {action_dim!r}, which must be "
+                             f">= 1) need num_actions = 0 and num_samples >= 1, got "
+                             f"num_actions = {num_actions!r}, num_samples = {num_samples!r}.")
+    elif num_samples is not None and not 1 <= num_samples <= num_actions:
         raise ValueError(f"num_samples must be in [1, num_actions = {num_actions}], got "
                          f"{num_samples!r}.")
     width = num_actions if num_samples is None else num_samples
+    if action_dim is None:
+        action = jnp.zeros((size,), jnp.int32)
+        policy_actions = (None if num_samples is None
+                          else jnp.full((size, width), -1, jnp.int32))
+    else:
+        action = jnp.zeros((size, action_dim), jnp.float32)
+        policy_actions = jnp.zeros((size, width, action_dim), jnp.float32)
     return TrajectoryBuffer(
         obs=jnp.zeros((size, *obs_shape), obs_dtype),
-        action=jnp.zeros((size,), jnp.int32),
+        action=action,
         reward=jnp.zeros((size,), jnp.float32),
         policy=jnp.zeros((size, width), jnp.float32),
-        policy_actions=(None if num_samples is None
-                        else jnp.full((size, num_samples), -1, jnp.int32)),
+        policy_actions=policy_actions,
         root_value=jnp.zeros((size,), jnp.float32),
         legal=jnp.zeros((size, num_actions), jnp.bool_),
         episode_end=jnp.zeros((size,), jnp.bool_),
         priority=jnp.zeros((size,), jnp.float32),
+        truncated=jnp.zeros((size,), jnp.bool_),
+        end_value=jnp.zeros((size,), jnp.float32),
         next_row=jnp.zeros((), jnp.int32),
         num_added=jnp.zeros((), jnp.int32))
 
@@ -146,12 +185,31 @@ def last_written(written: jax.Array) -> jax.Array:
 
 def trajectory_priorities(reward: jax.Array, root_value: jax.Array,
                           episode_end: jax.Array, written: jax.Array, discount: float,
-                          td_steps: int) -> jax.Array:
+                          td_steps: int, truncated: jax.Array | None = None,
+                          truncation_value: jax.Array | None = None) -> jax.Array:
     """``[B, T]`` priorities ``|v_t - z_t| + 1e-6`` of trajectories ``[B, T]``
-    (module docstring), with the ends as :func:`write_episodes` marks them."""
-    end = episode_end.astype(jnp.bool_) | last_written(written)
-    z = n_step_values(reward, root_value, end, written, discount, td_steps)
+    (module docstring), with the ends (and truncations ``[B]``) as
+    :func:`write_episodes` marks them."""
+    last = last_written(written)
+    end = episode_end.astype(jnp.bool_) | last
+    end_value = _end_values(last, truncated, truncation_value)
+    z = n_step_values(reward, root_value, end, written, discount, td_steps,
+                      end_value=None if truncated is None else end_value)
     return jnp.abs(root_value - z) + PRIORITY_EPSILON
+
+
+def _end_values(last: jax.Array, truncated: jax.Array | None,
+                truncation_value: jax.Array | None) -> jax.Array:
+    """``[B, T]``: ``truncation_value [B]`` at the last written step of each
+    truncated trajectory, 0 elsewhere."""
+    if truncated is None:
+        if truncation_value is not None:
+            raise ValueError("truncation_value needs truncated (which trajectories it "
+                             "belongs to).")
+        return jnp.zeros(last.shape, jnp.float32)
+    cut = last & truncated.astype(jnp.bool_)[:, None]
+    value = 0.0 if truncation_value is None else truncation_value[:, None]
+    return jnp.where(cut, value, 0.0).astype(jnp.float32)
 
 
 def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
@@ -159,7 +217,9 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
                    episode_end: jax.Array, written: jax.Array,
                    priority: jax.Array | None = None,
                    legal: jax.Array | None = None,
-                   policy_actions: jax.Array | None = None) -> TrajectoryBuffer:
+                   policy_actions: jax.Array | None = None,
+                   truncated: jax.Array | None = None,
+                   truncation_value: jax.Array | None = None) -> TrajectoryBuffer:
     """Appends the written steps of ``B`` trajectories, episode after episode.
 
     Args:
@@ -173,8 +233,14 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
       legal: ``[B, T, A]`` bool legal actions at each step's observation, or
         ``None`` for all legal (then a reanalysing search may pick any action at
         the root).
-      policy_actions: ``[B, T, K]`` int32 sampled action ids of ``policy``; given
-        exactly when the buffer holds a sampled search's policies.
+      policy_actions: ``[B, T, K]`` int32 sampled action ids (``[B, T, K, D]``
+        vectors) of ``policy``; given exactly when the buffer holds a sampled
+        search's policies.
+      truncated: ``[B]`` bool, the trajectory's last written step was cut by a
+        time limit, not an end of the task (``None``: none was).
+      truncation_value: ``[B]`` the value of the state after a truncated
+        trajectory's last step, from the view of the player to move there (the
+        bootstrap of its n-step targets; e.g. the network's value there).
 
     Returns:
       The buffer with the steps at ``next_row, next_row + 1, ...`` (mod ``N``).
@@ -186,7 +252,11 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
                          "sampled search's policies (empty_buffer(num_samples=K)); the buffer "
                          f"{'does' if buffer.policy_actions is not None else 'does not'}.")
     written = written.astype(jnp.bool_)
-    episode_end = episode_end.astype(jnp.bool_) | last_written(written)
+    last = last_written(written)
+    episode_end = episode_end.astype(jnp.bool_) | last
+    end_value = _end_values(last, truncated, truncation_value)
+    cut = (jnp.zeros_like(last) if truncated is None
+           else last & truncated.astype(jnp.bool_)[:, None])
     if priority is None:
         top = jnp.max(buffer.priority)
         priority = jnp.full((batch, steps), jnp.where(top > 0, top, 1.0))
@@ -208,6 +278,7 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
         root_value=put(buffer.root_value, root_value), legal=put(buffer.legal, legal),
         episode_end=put(buffer.episode_end, episode_end),
         priority=put(buffer.priority, priority),
+        truncated=put(buffer.truncated, cut), end_value=put(buffer.end_value, end_value),
         next_row=(buffer.next_row + num_new) % n,
         num_added=jnp.minimum(buffer.num_added, _INT32_MAX - num_new) + num_new,
         policy_actions=(None if buffer.policy_actions is None
@@ -268,15 +339,32 @@ def sample(buffer: TrajectoryBuffer, rng: jax.Array, batch_size: int, unroll_ste
         start = jax.random.randint(start_key, (batch_size,), 0, jnp.maximum(filled, 1))
         weights = jnp.ones((batch_size,), jnp.float32)
     index, filled_window = window_rows(buffer, start, unroll_steps, td_steps)
-    targets = unroll_targets(buffer.reward[index], buffer.root_value[index],
-                             buffer.policy[index], buffer.episode_end[index], filled_window,
-                             discount, unroll_steps, td_steps,
-                             policy_actions=(None if buffer.policy_actions is None
-                                             else buffer.policy_actions[index]))
-    random_actions = jax.random.randint(action_key, (batch_size, unroll_steps), 0,
-                                        buffer.num_actions)
-    # Actions are unrolled where their step is in the episode, random after.
+    targets = window_targets(buffer, index, filled_window, discount, unroll_steps, td_steps)
     stored = buffer.action[index[:, :unroll_steps]]
-    actions = jnp.where(targets.policy_mask[:, :unroll_steps], stored, random_actions)
-    return Batch(obs=buffer.obs[start], actions=actions.astype(jnp.int32), targets=targets,
+    if buffer.action_dim is None:
+        random_actions = jax.random.randint(action_key, (batch_size, unroll_steps), 0,
+                                            buffer.num_actions)
+    else:
+        random_actions = jax.random.normal(action_key, stored.shape)
+    # Actions are unrolled where their step is in the episode, random after.
+    inside = targets.policy_mask[:, :unroll_steps].reshape(
+        batch_size, unroll_steps, *(1,) * (stored.ndim - 2))
+    actions = jnp.where(inside, stored, random_actions).astype(buffer.action.dtype)
+    return Batch(obs=buffer.obs[start], actions=actions, targets=targets,
                  weights=weights, index=start.astype(jnp.int32))
+
+
+def window_targets(buffer: TrajectoryBuffer, index: jax.Array, filled: jax.Array,
+                   discount: float, unroll_steps: int, td_steps: int,
+                   policies: jax.Array | None = None, values: jax.Array | None = None,
+                   policy_actions: jax.Array | None = None) -> UnrollTargets:
+    """:func:`.targets.unroll_targets` of the windows at rows ``index [B, W]``
+    (``filled [B, W]``), from the stored fields, or from ``policies [B, W, P]``,
+    ``values [B, W]`` and ``policy_actions`` where given (:mod:`.reanalyse`)."""
+    if policy_actions is None and buffer.policy_actions is not None:
+        policy_actions = buffer.policy_actions[index]
+    return unroll_targets(
+        buffer.reward[index], buffer.root_value[index] if values is None else values,
+        buffer.policy[index] if policies is None else policies, buffer.episode_end[index],
+        filled, discount, unroll_steps, td_steps, policy_actions=policy_actions,
+        truncated=buffer.truncated[index], end_value=buffer.end_value[index])

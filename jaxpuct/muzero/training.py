@@ -13,7 +13,8 @@ and each step's predictions are trained on :mod:`.targets`::
   the cross-entropy with a target that is zero off the samples;
 * ``l_v``, ``l_r``: cross-entropy between the head's logits and the two-hot
   target over its support (:mod:`.value_transform`), or the squared error for a
-  scalar (``tanh``) head; no reward loss at ``k = 0``;
+  scalar (``tanh``) head; no reward loss at ``k = 0``; neither past a truncated
+  episode end (``UnrollTargets.value_mask``);
 * ``w_0 = 1`` and ``w_k = 1 / K`` for ``k >= 1`` (the pseudocode scales each
   recurrent step's *gradient* by ``1 / K``; weighting the loss gives the same
   gradient, and the reported loss is the one that is differentiated);
@@ -43,7 +44,7 @@ from jaxpuct.alphazero.training import decay_mask
 from jaxpuct.muzero.networks import MuZeroNetwork, head_scalar
 from jaxpuct.muzero.replay import Batch
 from jaxpuct.muzero.value_transform import Support, scalar_to_two_hot
-from jaxpuct.sampled import DiscreteActions
+from jaxpuct.sampled import DiscreteActions, GaussianActions
 from jaxpuct.sampled_loss import sampled_policy_loss
 
 __all__ = ["LossConfig", "Predictions", "head_loss", "make_optimizer", "policy_loss",
@@ -136,16 +137,21 @@ def head_loss(out: jax.Array, target: jax.Array, support: Support | None) -> jax
 
 
 def policy_loss(logits: jax.Array, policy: jax.Array,
-                policy_actions: jax.Array | None = None) -> jax.Array:
+                policy_actions: jax.Array | None = None,
+                action_space: DiscreteActions | GaussianActions | None = None) -> jax.Array:
     """Cross-entropy of ``logits [..., A]`` with the target ``policy [..., P]``:
     over all actions (``P = A``, ``policy_actions`` ``None``), or a sampled search's
-    weights over the ids ``policy_actions [..., P]``; ``[...]``."""
+    weights over ``policy_actions``: ids ``[..., P]``, or vectors ``[..., P, D]``
+    of a continuous ``action_space`` whose parameters ``logits [..., 2D]`` are;
+    ``[...]``."""
     if policy_actions is None:
         return -jnp.sum(policy * jax.nn.log_softmax(logits, axis=-1), axis=-1)
-    lead, num_actions = logits.shape[:-1], logits.shape[-1]
+    lead, params_width = logits.shape[:-1], logits.shape[-1]
     width = policy.shape[-1]
-    loss = sampled_policy_loss(DiscreteActions(num_actions), logits.reshape(-1, num_actions),
-                               policy_actions.reshape(-1, width), policy.reshape(-1, width))
+    space = DiscreteActions(params_width) if action_space is None else action_space
+    loss = sampled_policy_loss(space, logits.reshape(-1, params_width),
+                               policy_actions.reshape(-1, width, *policy_actions.shape[
+                                   policy.ndim:]), policy.reshape(-1, width))
     return loss.reshape(lead)
 
 
@@ -163,10 +169,13 @@ def unroll_loss(net: MuZeroNetwork, batch: Batch, config: LossConfig
     k = batch.actions.shape[1]
     preds = unroll(net, batch.obs, batch.actions, config.dynamics_gradient_scale)
     step_weight = jnp.concatenate([jnp.ones((1,)), jnp.full((k,), 1.0 / k)])  # [K + 1]
-    policy = policy_loss(preds.policy_logits, targets.policy,
-                         targets.policy_actions) * targets.policy_mask  # [B, K + 1]
+    policy = policy_loss(preds.policy_logits, targets.policy, targets.policy_actions,
+                         net.action_space) * targets.policy_mask  # [B, K + 1]
     value = head_loss(preds.value, targets.value, net.config.value)  # [B, K + 1]
     reward = head_loss(preds.reward, targets.reward[:, 1:], net.config.reward)  # [B, K]
+    if targets.value_mask is not None:  # past a truncation nothing is known
+        value = value * targets.value_mask
+        reward = reward * targets.value_mask[:, :-1]
     policy, value = policy @ step_weight, value @ step_weight
     reward = reward @ step_weight[1:]
     per_row = (config.policy_weight * policy + config.value_weight * value
