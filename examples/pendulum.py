@@ -93,6 +93,8 @@ class Config:
       value_support: n of the learned value head's 2n + 1 atoms over h(value).
       reward_support: n of the learned reward head's atoms over h(reward).
       value_weight: weight of the learned model's value loss.
+      layers: hidden layers (of width hidden) in each of the learned model's
+        three functions.
     """
 
     seed: int = 0
@@ -115,6 +117,7 @@ class Config:
     value_support: int = 25
     reward_support: int = 5
     value_weight: float = 0.25
+    layers: int = 1
 
     def __post_init__(self):
         if self.model not in ("true", "learned"):
@@ -126,9 +129,10 @@ class Config:
 
     @property
     def network(self) -> NetworkConfig:
-        """The learned model's shape: one hidden layer per function; values
-        reach about -540 (h = 22.6) and a step's reward -16.3 (h = 3.2)."""
-        return NetworkConfig(kind="mlp", hidden=(self.hidden,), latent_size=self.latent_size,
+        """The learned model's shape: ``layers`` hidden layers per function;
+        values reach about -540 (h = 22.6) and a step's reward -16.3 (h = 3.2)."""
+        return NetworkConfig(kind="mlp", hidden=(self.hidden,) * self.layers,
+                             latent_size=self.latent_size,
                              value_support=self.value_support,
                              reward_support=self.reward_support,
                              action_scale=pend.MAX_TORQUE)

@@ -29,6 +29,15 @@ Modules, one job each:
   generated) and :mod:`.selfplay` (lockstep tic-tac-toe games and the minimax
   evaluation), used by ``examples/muzero.py``.
 
+Continuous actions (Sampled MuZero, Hubert et al. 2021): a ``MuZeroNetwork`` over
+``jaxpuct.sampled.GaussianActions(D)`` takes action vectors ``[B, D]`` in its
+dynamics and gives the Gaussian's parameters as its policy head, which
+:func:`jaxpuct.sampled_policy` samples from; the buffer stores the vectors
+(``empty_buffer(..., num_samples=K, action_dim=D)``) and the loss is the
+likelihood of the weighted samples. Episodes cut by a time limit are written
+``truncated``: their n-step targets bootstrap at the cut and nothing is trained
+past it (:mod:`.targets`). ``examples/pendulum.py --model learned`` uses both.
+
 Stochastic MuZero (Antonoglou et al. 2022), first slice: its afterstate dynamics
 ``phi(s, a) -> as``, afterstate prediction ``psi(as) -> (sigma, Q)``, dynamics
 ``g(as, c) -> (r, s')`` and the chance encoder ``e(o_t, o_{t+1})`` (a one-hot code

@@ -17,7 +17,9 @@ batch, so the shapes stay static:
   rebuilt by :func:`.targets.unroll_targets` from the stored rewards, ends and
   truncations
   with the fresh root policies and values. The n-step rewards stay those that
-  were observed (they are facts of the environment, not of the network);
+  were observed (they are facts of the environment, not of the network), and so
+  does a truncated episode's bootstrap after its cut (the state there is not in
+  the buffer);
 * without ``bootstrap`` only the policy positions are searched and the stored
   bootstrap values are kept: right when ``n`` is at least the longest episode
   (the value target is then a Monte Carlo return that no search can change,

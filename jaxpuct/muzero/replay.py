@@ -240,7 +240,8 @@ def write_episodes(buffer: TrajectoryBuffer, obs: jax.Array, action: jax.Array,
         time limit, not an end of the task (``None``: none was).
       truncation_value: ``[B]`` the value of the state after a truncated
         trajectory's last step, from the view of the player to move there (the
-        bootstrap of its n-step targets; e.g. the network's value there).
+        bootstrap of its n-step targets; e.g. the network's value there; ``None``
+        with ``truncated``: 0).
 
     Returns:
       The buffer with the steps at ``next_row, next_row + 1, ...`` (mod ``N``).
