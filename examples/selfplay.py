@@ -446,7 +446,7 @@ def _train(config: az.SelfPlayConfig, options: az.RunOptions, guard: interrupts.
             train_seconds += time.time() - tick
             it = int(jax.device_get(ts.iteration))
             record = {"iteration": it, "seconds": round(time.time() - start, 2),
-                      "train_seconds": round(train_seconds, 2), **metrics}
+                      "train_seconds": round(train_seconds, 4), **metrics}
             out_of_time = bool(budget) and train_seconds >= budget
             if out_of_time:
                 say(f"[{it}] --max-minutes {options.max_minutes:g} reached after "
