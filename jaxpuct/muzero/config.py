@@ -14,8 +14,8 @@ from jaxpuct.muzero.training import LossConfig
 
 __all__ = ["GAMES", "POLICIES", "MuZeroConfig"]
 
-GAMES = ("tic_tac_toe",)
-GAME_ACTIONS = {"tic_tac_toe": 9}
+GAMES = ("tic_tac_toe", "2048")
+GAME_ACTIONS = {"tic_tac_toe": 9, "2048": 4}
 POLICIES = ("gumbel", "alphazero", "sampled")
 
 
@@ -34,9 +34,16 @@ class MuZeroConfig:
     evaluated or saved are the example's own flags.
 
     Attributes:
-      game: the game (tic_tac_toe: jaxpuct.testing.tictactoe's JAX rules).
+      game: the game: tic_tac_toe (jaxpuct.testing.tictactoe's JAX rules; two
+        players, whole games per iteration) or 2048 (pgx's rules through
+        jaxpuct.envs.pgx_2048; one player, segment_length moves of every board
+        per iteration, jaxpuct.muzero.game_2048).
       seed: PRNG seed of the run.
-      batch_size: games played in lockstep per iteration (each to its end).
+      batch_size: games played in lockstep per iteration (tic-tac-toe: each to
+        its end; 2048: boards kept across iterations).
+      segment_length: 2048: moves of every board per iteration (a game still
+        running at the end is written truncated, bootstrapped with the model's
+        value); unused by tic-tac-toe.
       num_simulations: simulations per move.
       policy: gumbel (gumbel_policy, completed-Q target), alphazero (PUCT with
         muzero_puct_config, visit target, Dirichlet noise at the root) or sampled
@@ -47,6 +54,9 @@ class MuZeroConfig:
         the game's actions, 9 for tic-tac-toe); unused by the others.
       hidden: widths of each MLP function's dense layers.
       latent_size: features of the latent state.
+      value_support: n of a categorical value head over h-transformed atoms
+        -n..n; 0: a tanh scalar head (values in [-1, 1], board games).
+      reward_support: the same for the reward head.
       unroll_steps: K, steps the model is unrolled in training.
       td_steps: n of the n-step value target (>= the game's length: Monte Carlo
         returns).
@@ -60,7 +70,8 @@ class MuZeroConfig:
       priority_alpha: prioritised replay exponent (0: uniform, as MuZero's board
         games).
       reanalyse_fraction: share of each training batch whose policy (and, when
-        td_steps is below the game's length, value) targets come from a new
+        td_steps is below the game's length or the game is 2048, value) targets
+        come from a new
         search with the current parameters (jaxpuct.muzero.reanalyse; 0: none,
         the stored targets only).
       target_update_every: optimiser steps between copies of the parameters into
@@ -75,11 +86,14 @@ class MuZeroConfig:
     game: str = _choice("tic_tac_toe", GAMES)
     seed: int = 0
     batch_size: int = _at_least(128, 1)
+    segment_length: int = _at_least(200, 1)
     num_simulations: int = _at_least(16, 1)
     policy: str = _choice("gumbel", POLICIES)
     num_samples: int = _at_least(4, 1)
     hidden: tuple[int, ...] = (64, 64)
     latent_size: int = _at_least(64, 1)
+    value_support: int = _at_least(0, 0)
+    reward_support: int = _at_least(0, 0)
     unroll_steps: int = _at_least(5, 1)
     td_steps: int = _at_least(9, 1)
     discount: float = 1.0
@@ -116,10 +130,27 @@ class MuZeroConfig:
 
     @property
     def network(self) -> NetworkConfig:
-        """Scalar (tanh) heads: a board game's rewards and values lie in [-1, 1]
-        (the paper trains board games with scalar MSE)."""
+        """Scalar (tanh) heads by default: a board game's rewards and values lie in
+        [-1, 1] (the paper trains board games with scalar MSE); categorical heads
+        where a support is given (2048's scores)."""
         return NetworkConfig(kind="mlp", hidden=tuple(self.hidden),
-                             latent_size=self.latent_size)
+                             latent_size=self.latent_size,
+                             value_support=self.value_support or None,
+                             reward_support=self.reward_support or None)
+
+    @property
+    def zero_sum(self) -> bool:
+        """Two players take turns (tic-tac-toe): the targets' discount is signed."""
+        return self.game == "tic_tac_toe"
+
+    @property
+    def signed_discount(self) -> float:
+        """``d`` of :mod:`.targets`: ``-gamma`` for two players, ``gamma`` for one."""
+        return -self.discount if self.zero_sum else self.discount
+
+    @property
+    def num_actions(self) -> int:
+        return GAME_ACTIONS[self.game]
 
     @property
     def loss(self) -> LossConfig:

@@ -80,9 +80,10 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
                  obs: jax.Array, legal: jax.Array, greedy: bool,
                  root_noise: bool | None = None
                  ) -> jaxpuct.PolicyOutput | SampledPolicyOutput:
-    """The configured policy at observations ``obs [B, 18]`` with legal masks
-    ``legal [B, A]`` (the roots of self-play, and of :mod:`.reanalyse` from the
-    stored steps); ``key`` is one key or ``[B]`` keys. ``root_noise``: Dirichlet
+    """The configured policy at observations ``obs [B, ...]`` (tic-tac-toe's ``[B,
+    18]``, 2048's, :mod:`.game_2048`) with legal masks ``legal [B, A]`` (the roots
+    of self-play, and of :mod:`.reanalyse` from the stored steps); Gumbel considers
+    all ``A`` actions; ``key`` is one key or ``[B]`` keys. ``root_noise``: Dirichlet
     noise at a PUCT root (``None``: unless ``greedy``); the example reanalyses
     without it (``docs/muzero.md`` has the measurement)."""
     root = model.root(params, obs, legal)
@@ -99,7 +100,7 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
     if config.policy == "gumbel":
         return jaxpuct.gumbel_policy(params, key, root, model.recurrent_fn,
                                      config.num_simulations,
-                                     max_num_considered_actions=ttt.NUM_ACTIONS,
+                                     max_num_considered_actions=legal.shape[-1],
                                      gumbel_scale=0.0 if greedy else 1.0)
     return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
                                     config.num_simulations, selection=selection,

@@ -1,0 +1,193 @@
+"""Lockstep self-play of 2048 segments with a MuZero model, and its evaluation.
+
+The rules are pgx's 2048 (Koyamada et al. 2023) through the split of its step
+in :mod:`jaxpuct.envs.pgx_2048`: the move (slide and merge; the reward is the sum
+of the merged tiles) then the spawn (a 2 with probability 0.9, else a 4, on a
+uniformly chosen empty cell). One player; a game's score is the sum of its
+rewards, and it ends when no move changes the board. The search sees only the
+root's observation and legal moves; below it the learned model plays (the
+known-chance search of ``examples/play_2048.py`` is the other way).
+
+Self-play keeps ``B`` boards alive across iterations, as LightZero's collectors
+keep game segments: every iteration plays ``T = segment_length`` moves of every
+board in one ``jax.jit``, and a board whose game ends is replaced by a fresh one
+at the next move. A row of the resulting ``[B, T]`` trajectories may hold the
+end of one game and the start of the next (:func:`.replay.write_episodes` writes
+them as consecutive episodes, the end marked); the game still running after the
+last move is written ``truncated``, bootstrapped with the model's value of the
+board it stopped at (:mod:`.targets`), so games of any length train with
+segments of a fixed size.
+
+Observation: ``[B, 16 * 18]`` float32, each cell's exponent one-hot (0 for an
+empty cell, up to 17 for 131072, the largest tile a 4x4 board can hold).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpuct.envs import pgx_2048
+from jaxpuct.muzero.config import MuZeroConfig
+from jaxpuct.muzero.model import MuZeroModel
+from jaxpuct.muzero.selfplay import search_roots
+
+__all__ = ["Boards", "Segment", "evaluate", "fresh_boards", "observe", "play_segment"]
+
+NUM_EXPONENTS = 18
+OBS_SHAPE = (pgx_2048.NUM_CELLS * NUM_EXPONENTS,)
+NUM_ACTIONS = pgx_2048.NUM_ACTIONS
+
+
+class Boards(NamedTuple):
+    """The games in progress: ``board [B, 16]`` int32 exponents, ``score [B]``
+    float32 the game's score so far, ``moves [B]`` int32 its moves so far."""
+
+    board: jax.Array
+    score: jax.Array
+    moves: jax.Array
+
+
+class Segment(NamedTuple):
+    """``T`` moves of ``B`` boards: the fields of :func:`.replay.write_episodes`
+    (``obs [B, T, 288]``, ``action [B, T]``, ``reward [B, T]``, ``policy [B, T,
+    P]``, ``root_value [B, T]``, ``episode_end [B, T]``, ``written [B, T]``, ``legal
+    [B, T, 4]``, ``truncated [B]``, ``truncation_value [B]``, ``policy_actions`` as
+    in :class:`.selfplay.Trajectories`); pass :meth:`trajectories` by keyword. Also
+    ``final_score [B, T]``: a game's score at the move that ended it (NaN at the
+    other moves) and ``final_moves [B, T]`` its length."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    policy: jax.Array
+    root_value: jax.Array
+    episode_end: jax.Array
+    written: jax.Array
+    legal: jax.Array
+    truncated: jax.Array
+    truncation_value: jax.Array
+    final_score: jax.Array
+    final_moves: jax.Array
+    policy_actions: jax.Array | None = None
+
+    def trajectories(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`.replay.write_episodes`."""
+        fields = self._asdict()
+        del fields["final_score"], fields["final_moves"]
+        return fields
+
+
+def observe(board: jax.Array) -> jax.Array:
+    """``board [B, 16]`` exponents -> ``[B, 288]`` one-hot float32 (module docstring)."""
+    return jax.nn.one_hot(board, NUM_EXPONENTS, dtype=jnp.float32).reshape(board.shape[0], -1)
+
+
+def _spawn(key: jax.Array, after: jax.Array) -> jax.Array:
+    """A random tile on each board of ``after [B, 16]`` (one key for the batch;
+    a full board gets none, which a legal move never leaves)."""
+    logits = jnp.log(pgx_2048.spawn_probs(after))
+    outcome = jax.random.categorical(key, logits, axis=-1)
+    full = ~jnp.any(after == 0, axis=-1)
+    return jnp.where(full[:, None], after, pgx_2048.spawn(after, outcome))
+
+
+def fresh_boards(key: jax.Array, batch: int) -> Boards:
+    """``batch`` new games: two random tiles on an empty board (pgx's start)."""
+    first, second = jax.random.split(key)
+    board = _spawn(second, _spawn(first, jnp.zeros((batch, pgx_2048.NUM_CELLS), jnp.int32)))
+    return Boards(board, jnp.zeros((batch,), jnp.float32), jnp.zeros((batch,), jnp.int32))
+
+
+def _move(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
+          boards: Boards, greedy: bool):
+    """One move of every board: ``(boards after it, the move's record)``; a game
+    that ends is replaced by a fresh board."""
+    search_key, spawn_key, reset_key = jax.random.split(key, 3)
+    legal = pgx_2048.legal_actions(boards.board)
+    out = search_roots(config, model, params, search_key, observe(boards.board), legal,
+                       greedy)
+    after, reward = pgx_2048.move(boards.board, out.action)
+    board = _spawn(spawn_key, after)
+    ended = ~jnp.any(pgx_2048.legal_actions(board), axis=-1)
+    score, moves = boards.score + reward, boards.moves + 1
+    fresh = fresh_boards(reset_key, board.shape[0])
+    keep = (~ended)[:, None]
+    nxt = Boards(jnp.where(keep, board, fresh.board), jnp.where(ended, 0.0, score),
+                 jnp.where(ended, 0, moves))
+    record = (out, legal, reward, ended, jnp.where(ended, score, jnp.nan),
+              jnp.where(ended, moves, 0))
+    return nxt, record
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def play_segment(config: MuZeroConfig, model: MuZeroModel, params: Any, boards: Boards,
+                 key: jax.Array) -> tuple[Boards, Segment]:
+    """``config.segment_length`` moves of every board (module docstring):
+    ``(the boards after them, the segment)``."""
+
+    def step(boards, key):
+        nxt, (out, legal, reward, ended, final_score, final_moves) = _move(
+            config, model, params, key, boards, greedy=False)
+        return nxt, (observe(boards.board), out.action, reward, out.action_weights,
+                     out.search_tree.summary().value, ended, legal, final_score, final_moves,
+                     getattr(out, "sampled_actions", None))
+
+    boards, records = jax.lax.scan(step, boards,
+                                   jax.random.split(key, config.segment_length))
+    (obs, action, reward, policy, value, ended, legal, final_score, final_moves,
+     sampled) = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), records)
+    # The game running after the last move is cut there, not ended.
+    last_value = model.root(params, observe(boards.board),
+                            pgx_2048.legal_actions(boards.board)).value
+    return boards, Segment(obs=obs, action=action, reward=reward, policy=policy,
+                           root_value=value, episode_end=ended,
+                           written=jnp.ones(ended.shape, jnp.bool_), legal=legal,
+                           truncated=~ended[:, -1], truncation_value=last_value,
+                           final_score=final_score, final_moves=final_moves,
+                           policy_actions=sampled)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 3, 4))
+def _evaluation_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
+                      num_games: int, max_moves: int, key: jax.Array):
+    """``num_games`` games of the greedy search from fresh boards to their ends (or
+    ``max_moves``): ``(score [G], moves [G], finished [G])``."""
+    start_key, key = jax.random.split(key)
+    boards = fresh_boards(start_key, num_games)
+
+    def cond(carry):
+        _, _, done, _, _, moves = carry
+        return jnp.any(~done) & (moves < max_moves)
+
+    def body(carry):
+        key, boards, done, score, length, moves = carry
+        key, move_key = jax.random.split(key)
+        nxt, (_, _, reward, ended, _, _) = _move(config, model, params, move_key, boards,
+                                                 greedy=True)
+        score = score + jnp.where(done, 0.0, reward)
+        length = length + (~done).astype(jnp.int32)
+        return key, nxt, done | ended, score, length, moves + 1
+
+    init = (key, boards, jnp.zeros((num_games,), jnp.bool_), jnp.zeros((num_games,)),
+            jnp.zeros((num_games,), jnp.int32), jnp.int32(0))
+    _, _, done, score, length, _ = jax.lax.while_loop(cond, body, init)
+    return score, length, done
+
+
+def evaluate(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
+             num_games: int = 64, max_moves: int = 20000) -> dict[str, float]:
+    """The greedy search's games (the most visited move, no noise; a game cut at
+    ``max_moves`` counts its score so far): the mean score with its standard
+    error, the median, the mean length and the unfinished count."""
+    score, length, done = (np.asarray(x) for x in _evaluation_games(
+        config, model, params, num_games, max_moves, key))
+    return {"eval_score": round(float(score.mean()), 1),
+            "eval_score_se": round(float(score.std(ddof=1) / np.sqrt(num_games)), 1),
+            "eval_median": float(np.median(score)),
+            "eval_moves": round(float(length.mean()), 1),
+            "eval_unfinished": int((~done).sum())}

@@ -1,0 +1,110 @@
+"""MuZero's 2048 self-play segments (jaxpuct.muzero.game_2048) against the rules
+replayed in NumPy: every recorded move is legal and pays the merge score of
+``pgx_2048.move``; the next board is the moved one with one new tile, or a fresh
+board after a game's end; a game's final score and length are the sums over its
+moves; the game running at the segment's end is marked truncated with the model's
+value of the board it stopped at; and the segment written to the buffer gives
+windows that stop at the ends. The greedy evaluation plays whole games.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpuct.envs import pgx_2048
+from jaxpuct.muzero import game_2048, replay
+from jaxpuct.muzero.config import MuZeroConfig
+from jaxpuct.muzero.model import MuZeroModel
+from jaxpuct.muzero.networks import init_network
+
+# Long enough for games of a barely trained model to end inside the segment.
+CONFIG = MuZeroConfig(game="2048", batch_size=3, segment_length=160, num_simulations=4,
+                      hidden=(16,), latent_size=8, value_support=5, reward_support=5,
+                      discount=0.997, td_steps=3, unroll_steps=2)
+
+
+@functools.cache
+def setting():
+    graphdef, params = init_network(CONFIG.network, 4, game_2048.OBS_SHAPE,
+                                    jax.random.key(0, impl="rbg"))
+    model = MuZeroModel(graphdef, discount=CONFIG.discount)
+    start = game_2048.fresh_boards(jax.random.key(1), CONFIG.batch_size)
+    boards, segment = game_2048.play_segment(CONFIG, model, params, start, jax.random.key(2))
+    return model, params, start, boards, jax.tree.map(np.asarray, segment)
+
+
+def decode(obs):
+    return obs.reshape(*obs.shape[:-1], 16, game_2048.NUM_EXPONENTS).argmax(-1)
+
+
+_MOVE = jax.jit(pgx_2048.move)
+_LEGAL = jax.jit(pgx_2048.legal_actions)
+
+
+def test_a_segment_follows_the_rules_and_restarts_ended_games():
+    model, params, start, boards, seg = setting()
+    b, t = CONFIG.batch_size, CONFIG.segment_length
+    board = decode(seg.obs)  # [B, T, 16]
+    np.testing.assert_array_equal(board[:, 0], start.board)
+    np.testing.assert_array_equal(seg.legal, np.asarray(_LEGAL(jnp.asarray(
+        board.reshape(-1, 16)))).reshape(b, t, 4))
+    assert np.all(seg.legal[np.arange(b)[:, None], np.arange(t), seg.action])
+    after, score = (np.asarray(x).reshape(b, t, *x.shape[1:]) for x in _MOVE(
+        jnp.asarray(board.reshape(-1, 16)), jnp.asarray(seg.action.reshape(-1))))
+    np.testing.assert_allclose(seg.reward, score)
+    assert seg.episode_end.any(), "no game ended: lengthen the segment"
+    next_board = np.concatenate([board[:, 1:], np.asarray(boards.board)[:, None]], axis=1)
+    for row in range(b):
+        total, length = float(start.score[row]), int(start.moves[row])
+        for step in range(t):
+            total, length = total + seg.reward[row, step], length + 1
+            nxt = next_board[row, step]
+            if seg.episode_end[row, step]:
+                assert seg.final_score[row, step] == total and seg.final_moves[row, step] == length
+                # A fresh board: two tiles, 2s or 4s.
+                assert np.count_nonzero(nxt) == 2 and set(nxt[nxt > 0]) <= {1, 2}
+                total, length = 0.0, 0
+                continue
+            assert np.isnan(seg.final_score[row, step])
+            new = nxt != after[row, step]
+            assert new.sum() == 1 and after[row, step][new] == 0 and nxt[new] in (1, 2)
+            assert seg.legal[row, step + 1].any() if step + 1 < t else True
+        np.testing.assert_allclose(boards.score[row], total, rtol=1e-6)
+        assert int(boards.moves[row]) == length
+    np.testing.assert_array_equal(seg.truncated, ~seg.episode_end[:, -1])
+    final = model.root(params, game_2048.observe(boards.board))
+    np.testing.assert_allclose(seg.truncation_value, final.value, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(seg.policy.sum(-1), 1.0, atol=1e-5)
+
+
+def test_the_written_segment_gives_windows_that_stop_at_each_end():
+    _, _, _, _, seg = setting()
+    buffer = replay.empty_buffer(1024, game_2048.OBS_SHAPE, jnp.bool_, 4)
+    buffer = jax.jit(replay.write_episodes)(
+        buffer, **{k: jnp.asarray(v) for k, v in seg._asdict().items()
+                   if k not in ("final_score", "final_moves", "policy_actions")})
+    size = CONFIG.batch_size * CONFIG.segment_length
+    np.testing.assert_array_equal(np.asarray(buffer.obs[:size]),
+                                  seg.obs.reshape(size, -1).astype(bool))
+    index, filled = replay.window_rows(buffer, jnp.arange(size), 2, 3)
+    targets = jax.tree.map(np.asarray, replay.window_targets(
+        buffer, index, filled, CONFIG.discount, 2, 3))
+    ends = seg.episode_end.reshape(-1)
+    cut = np.zeros(size, bool)
+    cut[CONFIG.segment_length - 1::CONFIG.segment_length] = seg.truncated
+    for row in range(size - 2):
+        # Position 1 is inside the episode unless the start row ends it.
+        assert targets.policy_mask[row, 1] == (not (ends[row] or cut[row]))
+        assert targets.value_mask[row, 1] == (not cut[row])
+
+
+def test_the_greedy_evaluation_plays_whole_games():
+    model, params, _, _, _ = setting()
+    result = game_2048.evaluate(CONFIG, model, params, jax.random.key(5), num_games=2,
+                                max_moves=400)
+    assert result["eval_unfinished"] == 0
+    assert result["eval_moves"] > 10 and result["eval_score"] > 0
