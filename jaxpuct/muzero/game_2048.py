@@ -25,6 +25,7 @@ empty cell, up to 17 for 131072, the largest tile a 4x4 board can hold).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -36,7 +37,9 @@ from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
 from jaxpuct.muzero.selfplay import search_roots
 
-__all__ = ["Boards", "Segment", "evaluate", "fresh_boards", "observe", "play_segment"]
+__all__ = ["BoardSearch", "BoardValue", "Boards", "Segment", "evaluate", "evaluation_games",
+           "fresh_boards", "move_boards", "muzero_search", "observe", "play_segment",
+           "run_segment", "summarise"]
 
 NUM_EXPONENTS = 18
 OBS_SHAPE = (pgx_2048.NUM_CELLS * NUM_EXPONENTS,)
@@ -103,14 +106,29 @@ def fresh_boards(key: jax.Array, batch: int) -> Boards:
     return Boards(board, jnp.zeros((batch,), jnp.float32), jnp.zeros((batch,), jnp.int32))
 
 
-def _move(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
-          boards: Boards, greedy: bool):
+BoardSearch = Callable[[jax.Array, jax.Array, jax.Array, bool], Any]
+"""``(key, board [B, 16], legal [B, 4], greedy) -> PolicyOutput``: the search that
+picks the moves (``action [B]``, ``action_weights [B, P]``, ``search_tree``)."""
+
+BoardValue = Callable[[jax.Array], jax.Array]
+"""``board [B, 16] -> [B]``: the value a truncated game bootstraps with."""
+
+
+def muzero_search(config: MuZeroConfig, model: MuZeroModel, params: Any) -> BoardSearch:
+    """The configured MuZero search (:func:`.selfplay.search_roots`) from the boards."""
+
+    def search(key, board, legal, greedy):
+        return search_roots(config, model, params, key, observe(board), legal, greedy)
+
+    return search
+
+
+def move_boards(search: BoardSearch, key: jax.Array, boards: Boards, greedy: bool):
     """One move of every board: ``(boards after it, the move's record)``; a game
     that ends is replaced by a fresh board."""
     search_key, spawn_key, reset_key = jax.random.split(key, 3)
     legal = pgx_2048.legal_actions(boards.board)
-    out = search_roots(config, model, params, search_key, observe(boards.board), legal,
-                       greedy)
+    out = search(search_key, boards.board, legal, greedy)
     after, reward = pgx_2048.move(boards.board, out.action)
     board = _spawn(spawn_key, after)
     ended = ~jnp.any(pgx_2048.legal_actions(board), axis=-1)
@@ -124,39 +142,48 @@ def _move(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
     return nxt, record
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def play_segment(config: MuZeroConfig, model: MuZeroModel, params: Any, boards: Boards,
-                 key: jax.Array) -> tuple[Boards, Segment]:
-    """``config.segment_length`` moves of every board (module docstring):
-    ``(the boards after them, the segment)``."""
+def run_segment(search: BoardSearch, value: BoardValue, length: int, boards: Boards,
+                key: jax.Array) -> tuple[Boards, Segment]:
+    """``length`` moves of every board by ``search`` (module docstring), the game
+    running at the end bootstrapped with ``value``: ``(the boards after them, the
+    segment)``. Call it inside ``jit``."""
 
     def step(boards, key):
-        nxt, (out, legal, reward, ended, final_score, final_moves) = _move(
-            config, model, params, key, boards, greedy=False)
+        nxt, (out, legal, reward, ended, final_score, final_moves) = move_boards(
+            search, key, boards, greedy=False)
         return nxt, (observe(boards.board), out.action, reward, out.action_weights,
                      out.search_tree.summary().value, ended, legal, final_score, final_moves,
                      getattr(out, "sampled_actions", None))
 
-    boards, records = jax.lax.scan(step, boards,
-                                   jax.random.split(key, config.segment_length))
-    (obs, action, reward, policy, value, ended, legal, final_score, final_moves,
+    boards, records = jax.lax.scan(step, boards, jax.random.split(key, length))
+    (obs, action, reward, policy, root_value, ended, legal, final_score, final_moves,
      sampled) = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), records)
     # The game running after the last move is cut there, not ended.
-    last_value = model.root(params, observe(boards.board),
-                            pgx_2048.legal_actions(boards.board)).value
     return boards, Segment(obs=obs, action=action, reward=reward, policy=policy,
-                           root_value=value, episode_end=ended,
+                           root_value=root_value, episode_end=ended,
                            written=jnp.ones(ended.shape, jnp.bool_), legal=legal,
-                           truncated=~ended[:, -1], truncation_value=last_value,
+                           truncated=~ended[:, -1], truncation_value=value(boards.board),
                            final_score=final_score, final_moves=final_moves,
                            policy_actions=sampled)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 3, 4))
-def _evaluation_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
-                      num_games: int, max_moves: int, key: jax.Array):
-    """``num_games`` games of the greedy search from fresh boards to their ends (or
-    ``max_moves``): ``(score [G], moves [G], finished [G])``."""
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def play_segment(config: MuZeroConfig, model: MuZeroModel, params: Any, boards: Boards,
+                 key: jax.Array) -> tuple[Boards, Segment]:
+    """``config.segment_length`` moves of every board by the MuZero search, a
+    running game bootstrapped with the model's value of its board."""
+
+    def value(board):
+        return model.root(params, observe(board), pgx_2048.legal_actions(board)).value
+
+    return run_segment(muzero_search(config, model, params), value, config.segment_length,
+                       boards, key)
+
+
+def evaluation_games(search: BoardSearch, num_games: int, max_moves: int, key: jax.Array
+                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``num_games`` games of ``search`` (greedy) from fresh boards to their ends
+    (or ``max_moves``): ``(score [G], moves [G], finished [G])``. Inside ``jit``."""
     start_key, key = jax.random.split(key)
     boards = fresh_boards(start_key, num_games)
 
@@ -167,8 +194,7 @@ def _evaluation_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
     def body(carry):
         key, boards, done, score, length, moves = carry
         key, move_key = jax.random.split(key)
-        nxt, (_, _, reward, ended, _, _) = _move(config, model, params, move_key, boards,
-                                                 greedy=True)
+        nxt, (_, _, reward, ended, _, _) = move_boards(search, move_key, boards, greedy=True)
         score = score + jnp.where(done, 0.0, reward)
         length = length + (~done).astype(jnp.int32)
         return key, nxt, done | ended, score, length, moves + 1
@@ -179,15 +205,25 @@ def _evaluation_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
     return score, length, done
 
 
-def evaluate(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
-             num_games: int = 64, max_moves: int = 20000) -> dict[str, float]:
-    """The greedy search's games (the most visited move, no noise; a game cut at
-    ``max_moves`` counts its score so far): the mean score with its standard
-    error, the median, the mean length and the unfinished count."""
-    score, length, done = (np.asarray(x) for x in _evaluation_games(
-        config, model, params, num_games, max_moves, key))
+@functools.partial(jax.jit, static_argnums=(0, 1, 3, 4))
+def _evaluation_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
+                      num_games: int, max_moves: int, key: jax.Array):
+    return evaluation_games(muzero_search(config, model, params), num_games, max_moves, key)
+
+
+def summarise(score: Any, length: Any, done: Any) -> dict[str, float]:
+    """The evaluation's figures: mean score with its standard error, median, mean
+    length, unfinished games."""
+    score, length, done = np.asarray(score), np.asarray(length), np.asarray(done)
     return {"eval_score": round(float(score.mean()), 1),
-            "eval_score_se": round(float(score.std(ddof=1) / np.sqrt(num_games)), 1),
+            "eval_score_se": round(float(score.std(ddof=1) / np.sqrt(len(score))), 1),
             "eval_median": float(np.median(score)),
             "eval_moves": round(float(length.mean()), 1),
             "eval_unfinished": int((~done).sum())}
+
+
+def evaluate(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
+             num_games: int = 64, max_moves: int = 20000) -> dict[str, float]:
+    """The greedy MuZero search's games (the most visited move, no noise; a game cut
+    at ``max_moves`` counts its score so far), summarised by :func:`summarise`."""
+    return summarise(*_evaluation_games(config, model, params, num_games, max_moves, key))

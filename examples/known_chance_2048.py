@@ -1,0 +1,217 @@
+"""2048 by chance-node search with the true rules and a learned value: the
+known-model baseline beside MuZero (``examples/muzero.py --game 2048``).
+
+    python -m examples.known_chance_2048 --iterations 40
+
+The search is :func:`jaxpuct.stochastic_policy` over :mod:`jaxpuct.envs.pgx_2048`:
+the real move at every decision edge, the exact spawn probabilities at every
+chance node (the expectation backup), uniform priors, and at the leaves a value
+network's estimate. The value network is trained on the self-play's ``n``-step
+returns bootstrapped with the search's root values, from the MuZero example's
+own machinery: the boards kept across iterations and played in segments
+(:func:`jaxpuct.muzero.game_2048.run_segment`, a running game truncated at the
+segment's end and bootstrapped with the network's value), the trajectory buffer
+and its targets (:mod:`jaxpuct.muzero.replay`), the categorical value head over
+``h``-transformed atoms (:mod:`jaxpuct.muzero.value_transform`). So the two runs
+differ in what the search knows, not in their data or their budgets. Every
+``--eval-every`` iterations the greedy search (most visited move) plays 64 games
+from fresh boards to their ends; one JSON line per iteration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+import jaxpuct
+from jaxpuct.alphazero.training import decay_mask
+from jaxpuct.envs import pgx_2048
+from jaxpuct.muzero import game_2048
+from jaxpuct.muzero import replay as replay_lib
+from jaxpuct.muzero.training import head_loss
+from jaxpuct.muzero.value_transform import Support, logits_to_scalar
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """A run (hashable: the jitted functions take it as a static argument).
+
+    Attributes:
+      seed: PRNG seed.
+      batch_size: boards played in lockstep.
+      segment_length: moves of every board per iteration.
+      num_simulations: simulations per move.
+      hidden: width of the value network's hidden layers.
+      layers: its hidden layers.
+      value_support: n of its 2n + 1 atoms over h(value).
+      discount: gamma per move, of the search and of the targets.
+      td_steps: n of the n-step value target.
+      buffer_size: rows of the trajectory buffer.
+      train_batch_size: samples per optimiser step.
+      train_steps: optimiser steps per iteration.
+      learning_rate: Adam's step size.
+      weight_decay: coupled L2 weight on kernels.
+      dirichlet_fraction: root noise in self-play.
+    """
+
+    seed: int = 0
+    batch_size: int = 256
+    segment_length: int = 200
+    num_simulations: int = 32
+    hidden: int = 256
+    layers: int = 2
+    value_support: int = 150
+    discount: float = 0.997
+    td_steps: int = 10
+    buffer_size: int = 400000
+    train_batch_size: int = 256
+    train_steps: int = 1500
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    dirichlet_fraction: float = 0.25
+
+    @property
+    def support(self) -> Support:
+        return Support(self.value_support)
+
+
+class ValueNetwork(nnx.Module):
+    """``obs [B, 288] -> value logits [B, 2n + 1]`` (dense, LayerNorm, ReLU)."""
+
+    def __init__(self, config: Config, rngs: nnx.Rngs):
+        widths = (game_2048.OBS_SHAPE[0],) + (config.hidden,) * config.layers
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs)
+                                for a, b in zip(widths[:-1], widths[1:], strict=True)])
+        self.norms = nnx.List([nnx.LayerNorm(b, rngs=rngs) for b in widths[1:]])
+        self.out = nnx.Linear(widths[-1], config.support.num_atoms, rngs=rngs)
+
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        x = obs.astype(jnp.float32)
+        for layer, norm in zip(self.layers, self.norms, strict=True):
+            x = jax.nn.relu(norm(layer(x)))
+        return self.out(x)
+
+
+def board_value(config: Config, graphdef: nnx.GraphDef, params: Any):
+    """``board [B, 16] -> [B]``: the network's value (the expectation over its atoms)."""
+    net = nnx.merge(graphdef, params)
+    return lambda board: logits_to_scalar(net(game_2048.observe(board)), config.support)
+
+
+def make_search(config: Config, graphdef: nnx.GraphDef, params: Any
+                ) -> game_2048.BoardSearch:
+    """The chance-node search with the network's values at the leaves."""
+    root_fn, decision_fn, chance_fn = pgx_2048.make_search_fns(
+        board_value(config, graphdef, params), config.discount)
+
+    def search(key, board, legal, greedy):
+        del legal  # root_fn computes the same mask from the board
+        return jaxpuct.stochastic_policy(
+            params, key, root_fn(board), decision_fn, chance_fn, config.num_simulations,
+            selection=jaxpuct.PUCTConfig.mctx_muzero(),
+            dirichlet_fraction=0.0 if greedy else config.dirichlet_fraction,
+            temperature=0.0 if greedy else 1.0, chance_backup="expectation")
+
+    return search
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def play(config: Config, graphdef: nnx.GraphDef, params: Any, boards: game_2048.Boards,
+         key: jax.Array):
+    return game_2048.run_segment(make_search(config, graphdef, params),
+                                 board_value(config, graphdef, params),
+                                 config.segment_length, boards, key)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 3))
+def evaluation(config: Config, graphdef: nnx.GraphDef, params: Any, num_games: int,
+               key: jax.Array):
+    return game_2048.evaluation_games(make_search(config, graphdef, params), num_games,
+                                      20000, key)
+
+
+def make_optimizer(config: Config) -> optax.GradientTransformation:
+    return optax.chain(optax.add_decayed_weights(config.weight_decay, mask=decay_mask),
+                       optax.adam(config.learning_rate))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(4,))
+def train(config: Config, graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
+          params: Any, opt_state: Any, buffer: replay_lib.TrajectoryBuffer, key: jax.Array):
+    """``train_steps`` steps on the value target at uniformly drawn rows; the mean
+    cross-entropy with the target's two-hot."""
+
+    def body(i, carry):
+        params, opt_state, total = carry
+        batch = replay_lib.sample(buffer, jax.random.fold_in(key, i), config.train_batch_size,
+                                  1, config.td_steps, config.discount)
+
+        def loss(p):
+            logits = nnx.merge(graphdef, p)(batch.obs)
+            return jnp.mean(head_loss(logits, batch.targets.value[:, 0], config.support))
+
+        value, grads = jax.value_and_grad(loss)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, total + value
+
+    params, opt_state, total = jax.lax.fori_loop(0, config.train_steps, body,
+                                                 (params, opt_state, jnp.zeros(())))
+    return params, opt_state, total / max(config.train_steps, 1)
+
+
+def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
+    init_key, boards_key, key = jax.random.split(jax.random.key(config.seed), 3)
+    graphdef, params = nnx.split(ValueNetwork(config, nnx.Rngs(init_key)))
+    optimizer = make_optimizer(config)
+    opt_state = optimizer.init(params)
+    buffer = replay_lib.empty_buffer(config.buffer_size, game_2048.OBS_SHAPE, jnp.bool_,
+                                     game_2048.NUM_ACTIONS)
+    write = jax.jit(replay_lib.write_episodes, donate_argnums=0)
+    boards = game_2048.fresh_boards(boards_key, config.batch_size)
+    start, last = time.time(), {}
+    for iteration in range(1, iterations + 1):
+        play_key, train_key, key = jax.random.split(key, 3)
+        boards, segment = play(config, graphdef, params, boards, play_key)
+        buffer = write(buffer, **segment.trajectories())
+        params, opt_state, value_loss = train(config, graphdef, optimizer, params, opt_state,
+                                              buffer, train_key)
+        finished = jax.device_get(segment.final_score)
+        finished = finished[finished == finished]  # drop the NaNs: games still running
+        row = {"iteration": iteration, "seconds": round(time.time() - start, 1),
+               "cpu_seconds": round(time.process_time(), 1),
+               "env_steps": iteration * config.batch_size * config.segment_length,
+               "games_ended": int(finished.size),
+               "selfplay_score": round(float(finished.mean()), 1) if finished.size else None,
+               "value_loss": round(float(value_loss), 4)}
+        if (eval_every and iteration % eval_every == 0) or iteration == iterations:
+            row.update(game_2048.summarise(*evaluation(config, graphdef, params, 64,
+                                                       jax.random.fold_in(play_key, 1))))
+            last = row
+        log(json.dumps(row), flush=True)
+    return last
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m examples.known_chance_2048",
+                                description=(__doc__ or "").splitlines()[0])
+    for field in dataclasses.fields(Config):
+        p.add_argument("--" + field.name.replace("_", "-"), type=type(field.default),
+                       default=field.default)
+    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--eval-every", type=int, default=5)
+    args = vars(p.parse_args(argv))
+    iterations, eval_every = args.pop("iterations"), args.pop("eval_every")
+    return run(Config(**args), iterations, eval_every)
+
+
+if __name__ == "__main__":
+    main()
