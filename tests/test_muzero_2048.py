@@ -108,3 +108,25 @@ def test_the_greedy_evaluation_plays_whole_games():
                                 max_moves=400)
     assert result["eval_unfinished"] == 0
     assert result["eval_moves"] > 10 and result["eval_score"] > 0
+
+
+def test_pgx_rules_first_imported_inside_a_trace_do_not_leak_tracers():
+    """pgx's play2048 makes arrays when imported; imported first inside jit (as
+    self-play does) they leaked into every later call (UnexpectedTracerError)."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import jax, jax.numpy as jnp\n"
+              "from jaxpuct.envs import pgx_2048\n"
+              "board = jnp.zeros((2, 16), jnp.int32).at[:, 0].set(1)\n"
+              "scan = lambda b: jax.lax.scan(lambda c, _: (c, pgx_2048.legal_actions(b)), 0,"
+              " None, length=2)[1]\n"
+              "jax.jit(scan)(board)\n"
+              "import pgx\n"
+              "env = pgx.make('2048')\n"
+              "keys = jax.random.split(jax.random.PRNGKey(0), 2)\n"
+              "print(jax.jit(jax.vmap(env.init))(keys)._board.shape)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, env={"JAX_PLATFORMS": "cpu", **os.environ})
+    assert proc.returncode == 0, proc.stderr[-2000:]

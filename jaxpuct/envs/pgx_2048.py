@@ -36,9 +36,19 @@ SPAWN_PROBS = (0.9, 0.1)
 ValueFn = Callable[[jax.Array], jax.Array]
 
 
+def _rules():
+    """pgx's ``play2048`` module, imported on first use. Its import creates JAX
+    arrays at module level; imported first inside a trace (a ``jit`` or ``scan``
+    of self-play), they would be that trace's tracers and leak into every later
+    use, so the import runs with compile-time evaluation."""
+    with jax.ensure_compile_time_eval():
+        from pgx import play2048
+    return play2048
+
+
 def _move_one(board: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
     """pgx's slide-and-merge of one ``[16]`` board in direction ``action``."""
-    from pgx import play2048
+    play2048 = _rules()
 
     grid = board.reshape(4, 4)
     rotated = jax.lax.switch(action, [lambda k=k: jnp.rot90(grid, k) for k in range(4)])
@@ -54,7 +64,7 @@ def move(board: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 def legal_actions(board: jax.Array) -> jax.Array:
     """``[B, 4]`` bool, pgx's legal moves (those that change the board)."""
-    from pgx import play2048
+    play2048 = _rules()
 
     return jax.vmap(lambda b: play2048._legal_action_mask(b.reshape(4, 4)))(board)
 
