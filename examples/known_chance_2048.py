@@ -33,6 +33,7 @@ import optax
 from flax import nnx
 
 import jaxpuct
+from jaxpuct.alphazero import config as config_lib
 from jaxpuct.alphazero.training import decay_mask
 from jaxpuct.envs import pgx_2048
 from jaxpuct.muzero import game_2048
@@ -203,14 +204,12 @@ def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(prog="python -m examples.known_chance_2048",
                                 description=(__doc__ or "").splitlines()[0])
-    for field in dataclasses.fields(Config):
-        p.add_argument("--" + field.name.replace("_", "-"), type=type(field.default),
-                       default=field.default)
+    # The flags are the fields of Config, with its Attributes text as help.
+    config_lib.add_arguments(p, Config)
     p.add_argument("--iterations", type=int, default=40)
     p.add_argument("--eval-every", type=int, default=5)
-    args = vars(p.parse_args(argv))
-    iterations, eval_every = args.pop("iterations"), args.pop("eval_every")
-    return run(Config(**args), iterations, eval_every)
+    args = p.parse_args(argv)
+    return run(config_lib.from_namespace(Config, args), args.iterations, args.eval_every)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ import optax
 from flax import nnx
 
 import jaxpuct
+from jaxpuct.alphazero import config as config_lib
 from jaxpuct.muzero import replay as replay_lib
 from jaxpuct.muzero import training as training_lib
 from jaxpuct.muzero.model import MuZeroModel
@@ -111,7 +112,7 @@ class Config:
     replay_iterations: int = 4
     learning_rate: float = 1e-3
     dirichlet_fraction: float = 0.25
-    model: str = "true"
+    model: str = dataclasses.field(default="true", metadata={"choices": ("true", "learned")})
     latent_size: int = 32
     unroll_steps: int = 5
     value_support: int = 25
@@ -382,15 +383,12 @@ def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(prog="python -m examples.pendulum",
                                 description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Config):
-        p.add_argument("--" + field.name.replace("_", "-"), type=type(field.default),
-                       default=field.default,
-                       choices=("true", "learned") if field.name == "model" else None)
+    # The flags are the fields of Config, with its Attributes text as help.
+    config_lib.add_arguments(p, Config)
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--eval-every", type=int, default=5)
-    args = vars(p.parse_args(argv))
-    iterations, eval_every = args.pop("iterations"), args.pop("eval_every")
-    return run(Config(**args), iterations, eval_every)
+    args = p.parse_args(argv)
+    return run(config_lib.from_namespace(Config, args), args.iterations, args.eval_every)
 
 
 if __name__ == "__main__":
