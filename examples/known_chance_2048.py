@@ -38,6 +38,7 @@ from jaxpuct.alphazero.training import decay_mask
 from jaxpuct.envs import pgx_2048
 from jaxpuct.muzero import game_2048
 from jaxpuct.muzero import replay as replay_lib
+from jaxpuct.muzero.networks import Trunk
 from jaxpuct.muzero.training import head_loss
 from jaxpuct.muzero.value_transform import Support, logits_to_scalar
 
@@ -86,20 +87,16 @@ class Config:
 
 
 class ValueNetwork(nnx.Module):
-    """``obs [B, 288] -> value logits [B, 2n + 1]`` (dense, LayerNorm, ReLU)."""
+    """``obs [B, 288] -> value logits [B, 2n + 1]``: the MuZero networks' trunk
+    (dense, LayerNorm, ReLU), then a dense head."""
 
     def __init__(self, config: Config, rngs: nnx.Rngs):
-        widths = (game_2048.OBS_SHAPE[0],) + (config.hidden,) * config.layers
-        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs)
-                                for a, b in zip(widths[:-1], widths[1:], strict=True)])
-        self.norms = nnx.List([nnx.LayerNorm(b, rngs=rngs) for b in widths[1:]])
-        self.out = nnx.Linear(widths[-1], config.support.num_atoms, rngs=rngs)
+        self.trunk = Trunk(game_2048.OBS_SHAPE[0], (config.hidden,) * config.layers,
+                           rngs=rngs)
+        self.out = nnx.Linear(config.hidden, config.support.num_atoms, rngs=rngs)
 
     def __call__(self, obs: jax.Array) -> jax.Array:
-        x = obs.astype(jnp.float32)
-        for layer, norm in zip(self.layers, self.norms, strict=True):
-            x = jax.nn.relu(norm(layer(x)))
-        return self.out(x)
+        return self.out(self.trunk(obs.astype(jnp.float32)))
 
 
 def board_value(config: Config, graphdef: nnx.GraphDef, params: Any):
@@ -182,7 +179,7 @@ def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
     for iteration in range(1, iterations + 1):
         play_key, train_key, key = jax.random.split(key, 3)
         boards, segment = play(config, graphdef, params, boards, play_key)
-        buffer = write(buffer, **segment.trajectories())
+        buffer = write(buffer, **segment.write_kwargs())
         params, opt_state, value_loss = train(config, graphdef, optimizer, params, opt_state,
                                               buffer, train_key)
         finished = jax.device_get(segment.final_score)

@@ -197,7 +197,7 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
             if is_2048:
                 boards, segment = game_2048.play_segment(config, model, params, boards,
                                                          play_key)
-                games = segment.trajectories()
+                games = segment.write_kwargs()
                 finished = np.asarray(segment.final_score)
                 finished = finished[np.isfinite(finished)]
                 stats = {"env_steps": iteration * config.batch_size * config.segment_length,

@@ -46,7 +46,8 @@ _LEGAL = jax.jit(pgx_2048.legal_actions)
 
 
 def test_a_segment_follows_the_rules_and_restarts_ended_games():
-    model, params, start, boards, seg = setting()
+    model, params, start, boards, segment = setting()
+    seg = segment.trajectories
     b, t = CONFIG.batch_size, CONFIG.segment_length
     board = decode(seg.obs)  # [B, T, 16]
     np.testing.assert_array_equal(board[:, 0], start.board)
@@ -64,29 +65,31 @@ def test_a_segment_follows_the_rules_and_restarts_ended_games():
             total, length = total + seg.reward[row, step], length + 1
             nxt = next_board[row, step]
             if seg.episode_end[row, step]:
-                assert seg.final_score[row, step] == total and seg.final_moves[row, step] == length
+                assert (segment.final_score[row, step] == total
+                        and segment.final_moves[row, step] == length)
                 # A fresh board: two tiles, 2s or 4s.
                 assert np.count_nonzero(nxt) == 2 and set(nxt[nxt > 0]) <= {1, 2}
                 total, length = 0.0, 0
                 continue
-            assert np.isnan(seg.final_score[row, step])
+            assert np.isnan(segment.final_score[row, step])
             new = nxt != after[row, step]
             assert new.sum() == 1 and after[row, step][new] == 0 and nxt[new] in (1, 2)
             assert seg.legal[row, step + 1].any() if step + 1 < t else True
         np.testing.assert_allclose(boards.score[row], total, rtol=1e-6)
         assert int(boards.moves[row]) == length
-    np.testing.assert_array_equal(seg.truncated, ~seg.episode_end[:, -1])
+    np.testing.assert_array_equal(segment.truncated, ~seg.episode_end[:, -1])
     final = model.root(params, game_2048.observe(boards.board))
-    np.testing.assert_allclose(seg.truncation_value, final.value, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(segment.truncation_value, final.value, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(seg.policy.sum(-1), 1.0, atol=1e-5)
 
 
 def test_the_written_segment_gives_windows_that_stop_at_each_end():
-    _, _, _, _, seg = setting()
+    _, _, _, _, segment = setting()
+    seg = segment.trajectories
     buffer = replay.empty_buffer(1024, game_2048.OBS_SHAPE, jnp.bool_, 4)
     buffer = jax.jit(replay.write_episodes)(
-        buffer, **{k: jnp.asarray(v) for k, v in seg._asdict().items()
-                   if k not in ("final_score", "final_moves", "policy_actions")})
+        buffer, **{k: None if v is None else jnp.asarray(v)
+                   for k, v in segment.write_kwargs().items()})
     size = CONFIG.batch_size * CONFIG.segment_length
     np.testing.assert_array_equal(np.asarray(buffer.obs[:size]),
                                   seg.obs.reshape(size, -1).astype(bool))
@@ -95,7 +98,7 @@ def test_the_written_segment_gives_windows_that_stop_at_each_end():
         buffer, index, filled, CONFIG.discount, 2, 3))
     ends = seg.episode_end.reshape(-1)
     cut = np.zeros(size, bool)
-    cut[CONFIG.segment_length - 1::CONFIG.segment_length] = seg.truncated
+    cut[CONFIG.segment_length - 1::CONFIG.segment_length] = segment.truncated
     for row in range(size - 2):
         # Position 1 is inside the episode unless the start row ends it.
         assert targets.policy_mask[row, 1] == (not (ends[row] or cut[row]))

@@ -35,7 +35,7 @@ import numpy as np
 from jaxpuct.envs import pgx_2048
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
-from jaxpuct.muzero.selfplay import search_roots
+from jaxpuct.muzero.selfplay import Trajectories, search_roots
 
 __all__ = ["BoardSearch", "BoardValue", "Boards", "Segment", "evaluate", "evaluation_games",
            "fresh_boards", "move_boards", "muzero_search", "observe", "play_segment",
@@ -56,33 +56,29 @@ class Boards(NamedTuple):
 
 
 class Segment(NamedTuple):
-    """``T`` moves of ``B`` boards: the fields of :func:`.replay.write_episodes`
-    (``obs [B, T, 288]``, ``action [B, T]``, ``reward [B, T]``, ``policy [B, T,
-    P]``, ``root_value [B, T]``, ``episode_end [B, T]``, ``written [B, T]``, ``legal
-    [B, T, 4]``, ``truncated [B]``, ``truncation_value [B]``, ``policy_actions`` as
-    in :class:`.selfplay.Trajectories`); pass :meth:`trajectories` by keyword. Also
-    ``final_score [B, T]``: a game's score at the move that ended it (NaN at the
-    other moves) and ``final_moves [B, T]`` its length."""
+    """``T`` moves of ``B`` boards.
 
-    obs: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    policy: jax.Array
-    root_value: jax.Array
-    episode_end: jax.Array
-    written: jax.Array
-    legal: jax.Array
+    Attributes:
+      trajectories: the moves as :class:`.selfplay.Trajectories` (``obs [B, T,
+        288]``, ``legal [B, T, 4]``, ...).
+      truncated: ``[B]`` bool, the game running after the last move (cut, not
+        ended).
+      truncation_value: ``[B]`` its bootstrap, the value of the board it stopped at.
+      final_score: ``[B, T]`` a game's score at the move that ended it (NaN at the
+        other moves).
+      final_moves: ``[B, T]`` that game's length (0 at the other moves).
+    """
+
+    trajectories: Trajectories
     truncated: jax.Array
     truncation_value: jax.Array
     final_score: jax.Array
     final_moves: jax.Array
-    policy_actions: jax.Array | None = None
 
-    def trajectories(self) -> dict[str, Any]:
+    def write_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :func:`.replay.write_episodes`."""
-        fields = self._asdict()
-        del fields["final_score"], fields["final_moves"]
-        return fields
+        return {**self.trajectories._asdict(), "truncated": self.truncated,
+                "truncation_value": self.truncation_value}
 
 
 def observe(board: jax.Array) -> jax.Array:
@@ -158,13 +154,14 @@ def run_segment(search: BoardSearch, value: BoardValue, length: int, boards: Boa
     boards, records = jax.lax.scan(step, boards, jax.random.split(key, length))
     (obs, action, reward, policy, root_value, ended, legal, final_score, final_moves,
      sampled) = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), records)
+    steps = Trajectories(obs=obs, action=action, reward=reward, policy=policy,
+                         root_value=root_value, episode_end=ended,
+                         written=jnp.ones(ended.shape, jnp.bool_), legal=legal,
+                         policy_actions=sampled)
     # The game running after the last move is cut there, not ended.
-    return boards, Segment(obs=obs, action=action, reward=reward, policy=policy,
-                           root_value=root_value, episode_end=ended,
-                           written=jnp.ones(ended.shape, jnp.bool_), legal=legal,
-                           truncated=~ended[:, -1], truncation_value=value(boards.board),
-                           final_score=final_score, final_moves=final_moves,
-                           policy_actions=sampled)
+    return boards, Segment(steps, truncated=~ended[:, -1],
+                           truncation_value=value(boards.board), final_score=final_score,
+                           final_moves=final_moves)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

@@ -63,8 +63,8 @@ from jaxpuct.alphazero.networks import ResidualBlock
 from jaxpuct.muzero.value_transform import Support, logits_to_scalar
 from jaxpuct.sampled import DiscreteActions, GaussianActions
 
-__all__ = ["MuZeroNetwork", "NetworkConfig", "action_planes", "head_scalar", "init_network",
-           "scale_latent"]
+__all__ = ["MuZeroNetwork", "NetworkConfig", "Trunk", "action_planes", "head_scalar",
+           "init_network", "scale_latent"]
 
 Kind = Literal["mlp", "resnet"]
 
@@ -167,7 +167,7 @@ def action_planes(action: jax.Array, num_actions: int, board: tuple[int, int]) -
     return jnp.moveaxis(flat.reshape(-1, planes, height, width), 1, -1)
 
 
-class _Trunk(nnx.Module):
+class Trunk(nnx.Module):
     """Dense + LayerNorm + ReLU layers: ``[B, F] -> [B, hidden[-1]]``."""
 
     def __init__(self, in_features: int, hidden: Sequence[int], *, rngs: nnx.Rngs):
@@ -266,12 +266,12 @@ class MuZeroNetwork(nnx.Module):
         value_width, reward_width = head_width(config.value), head_width(config.reward)
         if config.kind == "mlp":
             hidden = config.hidden
-            self.repr_trunk = _Trunk(math.prod(obs_shape), hidden, rngs=rngs)
+            self.repr_trunk = Trunk(math.prod(obs_shape), hidden, rngs=rngs)
             self.repr_out = nnx.Linear(hidden[-1], config.latent_size, rngs=rngs)
-            self.dyn_trunk = _Trunk(config.latent_size + action_width, hidden, rngs=rngs)
+            self.dyn_trunk = Trunk(config.latent_size + action_width, hidden, rngs=rngs)
             self.dyn_out = nnx.Linear(hidden[-1], config.latent_size, rngs=rngs)
             self.reward_out = nnx.Linear(hidden[-1], reward_width, rngs=rngs)
-            self.pred_trunk = _Trunk(config.latent_size, hidden, rngs=rngs)
+            self.pred_trunk = Trunk(config.latent_size, hidden, rngs=rngs)
             self.policy_out = nnx.Linear(hidden[-1], policy_width, rngs=rngs)
             self.value_out = nnx.Linear(hidden[-1], value_width, rngs=rngs)
             return

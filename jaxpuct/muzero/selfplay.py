@@ -44,11 +44,12 @@ MAX_PLIES = 9
 
 
 class Trajectories(NamedTuple):
-    """``B`` games of at most 9 plies, the fields of
-    :func:`.replay.write_episodes`: ``obs [B, 9, 18]``, ``action [B, 9]``,
-    ``reward [B, 9]``, ``policy [B, 9, P]``, ``root_value [B, 9]``,
-    ``episode_end [B, 9]``, ``written [B, 9]``, ``legal [B, 9, A]`` and
-    ``policy_actions [B, 9, K]`` (the sampled policy's ids, ``P = K``; else
+    """``B`` trajectories of ``T`` steps (tic-tac-toe: whole games, ``T = 9``;
+    2048: segments, :mod:`.game_2048`), the fields of
+    :func:`.replay.write_episodes`: ``obs [B, T, ...]``, ``action [B, T]``,
+    ``reward [B, T]``, ``policy [B, T, P]``, ``root_value [B, T]``,
+    ``episode_end [B, T]``, ``written [B, T]``, ``legal [B, T, A]`` and
+    ``policy_actions [B, T, K]`` (the sampled policy's ids, ``P = K``; else
     ``None`` and ``P = A``). Pass them by keyword:
     ``write_episodes(buffer, **trajectories._asdict())``."""
 

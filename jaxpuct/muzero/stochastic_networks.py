@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from jaxpuct.muzero.networks import NetworkConfig, _Trunk, head_output, head_width, scale_latent
+from jaxpuct.muzero.networks import NetworkConfig, Trunk, head_output, head_width, scale_latent
 
 __all__ = ["StochasticMuZeroNetwork", "commitment_loss", "init_stochastic_network",
            "straight_through_code"]
@@ -107,20 +107,20 @@ class StochasticMuZeroNetwork(nnx.Module):
         self.obs_shape = obs_shape
         hidden, size = config.hidden, config.latent_size
         features = math.prod(obs_shape)
-        self.repr_trunk = _Trunk(features, hidden, rngs=rngs)
+        self.repr_trunk = Trunk(features, hidden, rngs=rngs)
         self.repr_out = nnx.Linear(hidden[-1], size, rngs=rngs)
-        self.pred_trunk = _Trunk(size, hidden, rngs=rngs)
+        self.pred_trunk = Trunk(size, hidden, rngs=rngs)
         self.policy_out = nnx.Linear(hidden[-1], num_actions, rngs=rngs)
         self.value_out = nnx.Linear(hidden[-1], head_width(config.value), rngs=rngs)
-        self.after_trunk = _Trunk(size + num_actions, hidden, rngs=rngs)
+        self.after_trunk = Trunk(size + num_actions, hidden, rngs=rngs)
         self.after_out = nnx.Linear(hidden[-1], size, rngs=rngs)
-        self.after_pred_trunk = _Trunk(size, hidden, rngs=rngs)
+        self.after_pred_trunk = Trunk(size, hidden, rngs=rngs)
         self.code_out = nnx.Linear(hidden[-1], num_codes, rngs=rngs)
         self.q_out = nnx.Linear(hidden[-1], head_width(config.value), rngs=rngs)
-        self.dyn_trunk = _Trunk(size + num_codes, hidden, rngs=rngs)
+        self.dyn_trunk = Trunk(size + num_codes, hidden, rngs=rngs)
         self.dyn_out = nnx.Linear(hidden[-1], size, rngs=rngs)
         self.reward_out = nnx.Linear(hidden[-1], head_width(config.reward), rngs=rngs)
-        self.enc_trunk = _Trunk(2 * features, hidden, rngs=rngs)
+        self.enc_trunk = Trunk(2 * features, hidden, rngs=rngs)
         self.enc_out = nnx.Linear(hidden[-1], num_codes, rngs=rngs)
 
     def _flat(self, obs: jax.Array, name: str) -> jax.Array:
