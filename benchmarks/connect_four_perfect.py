@@ -1,0 +1,171 @@
+"""A connect-four agent against perfect play: on each position set of
+:mod:`benchmarks.connect_four_sets`, the share of its moves that keep the
+game-theoretic value and the share that are strong-optimal (fastest win, slowest
+loss), with 95% Wilson intervals.
+
+Players: the prior's argmax over legal moves (``S = 0``) and the run's search (its
+policy and graph setting, no root noise, the most visited move; Gumbel: its greedy
+choice) at each ``--simulations``, for the newest checkpoint of ``--run-dir`` (or
+``--step``); and OpenSpiel's ``MCTSBot`` (UCT ``c = 2``, one random rollout per
+leaf, ``solve=True``) at each ``--mcts`` simulation count, on the first
+``--mcts-positions`` positions of each set (it is slow).
+
+    python -m benchmarks.connect_four_perfect --run-dir runs/c4 \\
+        [--simulations 0,32,256,1024] [--mcts 1000,10000] [--mcts-positions 200] \\
+        [--sets end_easy,...] [--json out.json]
+
+``critical`` columns: the same shares over the positions where some legal move
+does not keep the value (elsewhere every move keeps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from benchmarks import connect_four_sets as cs
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (centre - half, centre + half)
+
+
+def summarise(scores: np.ndarray, actions: np.ndarray) -> dict[str, Any]:
+    """Shares (with intervals) of value-keeping and strong-optimal moves, overall
+    and over the critical positions."""
+    keeps, optimal = cs.judge(scores, actions)
+    crit = cs.critical(scores)
+    out: dict[str, Any] = {"n": int(len(actions)), "n_critical": int(crit.sum())}
+    for label, good, mask in (("keeps", keeps, slice(None)), ("optimal", optimal, slice(None)),
+                              ("keeps_critical", keeps, crit),
+                              ("optimal_critical", optimal, crit)):
+        g = good[mask]
+        out[label] = float(g.mean()) if g.size else math.nan
+        out[label + "_ci"] = wilson(int(g.sum()), int(g.size))
+    return out
+
+
+def agent_actions(probe: Any, params: Any, position_set: cs.PositionSet,
+                  simulations: Sequence[int]) -> dict[int, np.ndarray]:
+    """The agent's move ``[N]`` on every position, for each simulation count (0:
+    the prior)."""
+    from jaxpuct.testing import connect_four as c4
+    columns = position_set.column_lists()
+    width = max(1, max(len(c) for c in columns))
+    moves = np.full((len(columns), width), -1, np.int32)
+    for i, c in enumerate(columns):
+        moves[i, :len(c)] = c
+    state = c4.pgx_states(moves)
+    legal = ~np.isnan(position_set.scores)
+    if not np.array_equal(np.asarray(state.legal_action_mask), legal):
+        raise RuntimeError(f"{position_set.name}: pgx's legal moves differ from the file's")
+    n = len(columns)
+    out = {}
+    if 0 in simulations:
+        logits = np.concatenate([np.asarray(probe.apply(params, state.observation[sl])[0])
+                                 for sl in probe._chunks(n)])
+        out[0] = np.argmax(np.where(legal, logits, -np.inf), axis=1)
+    keys = jax.random.split(jax.random.key(0), n)
+    for s in simulations:
+        if s == 0:
+            continue
+        out[s] = np.concatenate([
+            np.asarray(probe.search[s](params, keys[sl],
+                                       jax.tree.map(lambda x, sl=sl: x[sl], state)))
+            for sl in probe._chunks(n)])
+    return out
+
+
+def mcts_actions(position_set: cs.PositionSet, simulations: int, count: int,
+                 seed: int) -> np.ndarray:
+    """OpenSpiel ``MCTSBot``'s move ``[count]`` on the first ``count`` positions."""
+    import pyspiel
+
+    from jaxpuct.alphazero import arena
+    game = pyspiel.load_game("connect_four")
+    spec = arena.BotSpec(kind="mcts", simulations=simulations)
+    out = []
+    for i, columns in enumerate(position_set.column_lists()[:count]):
+        state = game.new_initial_state()
+        for c in columns:
+            state.apply_action(c)
+        bot = arena.make_bot(spec, game, state.current_player(), seed + i)
+        out.append(bot.step(state))
+    return np.array(out)
+
+
+def _row(name: str, player: str, r: dict[str, Any], seconds: float) -> str:
+    def cell(key):
+        lo, hi = r[key + "_ci"]
+        return f"{r[key]:.3f} [{lo:.3f}, {hi:.3f}]"
+    return (f"| {name} | {player} | {r['n']} | {cell('keeps')} | {cell('optimal')} | "
+            f"{r['n_critical']} | {cell('keeps_critical')} | {cell('optimal_critical')} | "
+            f"{seconds:.0f} |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--step", type=int, default=None, help="checkpoint step (default: newest)")
+    p.add_argument("--simulations", default="0,32,256,1024")
+    p.add_argument("--mcts", default="1000,10000", help="MCTSBot simulation counts ('' none)")
+    p.add_argument("--mcts-positions", type=int, default=200)
+    p.add_argument("--sets", default=",".join(cs.SET_NAMES))
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None)
+    a = p.parse_args(argv)
+    sims = [int(x) for x in a.simulations.split(",") if x.strip()]
+    mcts = [int(x) for x in a.mcts.split(",") if x.strip()]
+    names = [n for n in a.sets.split(",") if n in cs.available()]
+    from benchmarks.connect_four_probe import Probe
+    probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch)
+    step = a.step if a.step is not None else probe.steps()[-1]
+    params = probe.restore(step).params
+    print(f"run {a.run_dir}, checkpoint {step}; policy {probe.config.policy}")
+    print("| set | player | positions | keeps value | strong-optimal | critical | keeps (critical)"
+          " | optimal (critical) | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    results = []
+    for name in names:
+        s = cs.load(name)
+        if not s.moves:
+            print(f"| {name} | (no positions) | 0 | | | | | | |")
+            continue
+        start = time.perf_counter()
+        acts = agent_actions(probe, params, s, sims)
+        seconds = (time.perf_counter() - start) / max(1, len(acts))
+        for k, act in acts.items():
+            r = summarise(s.scores, act)
+            player = "prior" if k == 0 else f"search S={k}"
+            print(_row(name, player, r, seconds), flush=True)
+            results.append({"set": name, "player": player, **r})
+        for m in mcts:
+            start = time.perf_counter()
+            act = mcts_actions(s, m, a.mcts_positions, a.seed)
+            r = summarise(s.scores[:len(act)], act)
+            player = f"MCTSBot({m})"
+            print(_row(name, player, r, time.perf_counter() - start), flush=True)
+            results.append({"set": name, "player": player, **r})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"run_dir": a.run_dir, "step": step, "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

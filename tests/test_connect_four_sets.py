@@ -1,0 +1,133 @@
+"""The perfect-play position sets: the C++ score solver against oracles (the
+Python win/draw/loss solver, and a brute-force negamax on scores), the score
+arithmetic against Pascal Pons' published examples, and the shipped files
+against their own definition."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from benchmarks import connect_four_sets as cs
+from jaxpuct.testing import connect_four as c4
+
+
+@pytest.fixture(scope="module")
+def solver(tmp_path_factory):
+    # A fresh build from the source in the checkout, so the test checks this code.
+    with cs.ScoreSolver(log2_entries=20, build_dir=str(tmp_path_factory.mktemp("c4"))) as s:
+        yield s
+
+
+def _positions(n: int, min_stones: int, max_stones: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out: list[str] = []
+    while len(out) < n:
+        game = cs.random_game(rng)
+        last = min(max_stones, len(game) - 1)
+        if last >= min_stones:
+            out.append(game[:int(rng.integers(min_stones, last + 1))])
+    return out
+
+
+def _brute_scores(moves: str) -> np.ndarray:
+    """Every move's score by plain negamax over the whole remaining game."""
+    @functools.cache
+    def score(board: c4.Board) -> int:
+        n = board.num_stones
+        best = -99
+        for col in np.flatnonzero(board.legal()):
+            v = (43 - n) // 2 if board.wins(int(col)) else -score(board.play(int(col)))
+            best = max(best, v)
+        return 0 if best == -99 else best
+
+    board = c4.board_from_moves([int(ch) - 1 for ch in moves])
+    n = board.num_stones
+    return np.array([
+        np.nan if not board.legal()[c] else
+        float((43 - n) // 2 if board.wins(c) else -score(board.play(c)))
+        for c in range(cs.COLUMNS)])
+
+
+def test_pons_examples(solver):
+    # blog.gamesolver.org, "Part 2": "4455" scores 18 (a win with the 4th stone),
+    # "44455554221" scores -15 whatever is played.
+    s = solver.move_scores("4455")
+    assert np.nanmax(s) == 18
+    assert cs.moves_left(18, 4) == 3
+    assert np.array_equal(solver.move_scores("44455554221"), np.full(7, -15.0))
+    assert cs.moves_left(-15, 11) == 2
+
+
+def test_scores_match_brute_force(solver):
+    for moves in _positions(25, 33, 38, seed=1):
+        np.testing.assert_array_equal(solver.move_scores(moves), _brute_scores(moves),
+                                      err_msg=moves)
+
+
+def test_signs_match_python_solver(solver):
+    for moves in _positions(60, 26, 34, seed=2):
+        board = c4.board_from_moves([int(ch) - 1 for ch in moves])
+        np.testing.assert_array_equal(np.sign(solver.move_scores(moves)),
+                                      c4.move_values(board), err_msg=moves)
+
+
+def test_bad_lines_are_reported_and_skipped(solver):
+    with pytest.raises(ValueError, match="full column 4"):
+        solver.move_scores("4444444")
+    with pytest.raises(ValueError, match="not a column"):
+        solver.move_scores("48")
+    with pytest.raises(ValueError, match="game is over"):
+        solver.move_scores("1212121")
+    assert np.nanmax(solver.move_scores("4455")) == 18  # the process goes on
+
+
+def test_moves_left_matches_play(solver):
+    # Follow the best move to the end: the number of plies is what moves_left says.
+    for moves in _positions(20, 30, 38, seed=3):
+        best = int(np.nanmax(solver.move_scores(moves)))
+        left, line = cs.moves_left(best, len(moves)), moves
+        plies = 0
+        while True:
+            s = solver.move_scores(line)
+            col = int(np.nanargmax(s))
+            board = c4.board_from_moves([int(ch) - 1 for ch in line])
+            plies += 1
+            if board.wins(col) or len(line) + 1 == cs.CELLS:
+                break
+            line += str(col + 1)
+        assert plies == left, moves
+
+
+def test_judge_and_critical_by_hand():
+    nan = np.nan
+    scores = np.array([[3, -2, 0, 3, nan, -1, 1],      # win: 3 and 3 optimal, 1 keeps
+                       [0, 0, -4, nan, nan, nan, nan],  # draw
+                       [-3, -3, -5, -3, -3, -3, -3]])   # lost whatever: not critical
+    actions = np.array([6, 1, 2])  # a slower loss is lost all the same: it keeps
+    keeps, optimal = cs.judge(scores, actions)
+    np.testing.assert_array_equal(keeps, [True, True, True])
+    np.testing.assert_array_equal(optimal, [False, True, False])
+    keeps, optimal = cs.judge(scores, np.array([4, 3, 0]))  # illegal twice
+    np.testing.assert_array_equal(keeps, [False, False, True])
+    np.testing.assert_array_equal(optimal, [False, False, True])
+    np.testing.assert_array_equal(cs.critical(scores), [True, True, False])
+
+
+@pytest.mark.parametrize("name", cs.SET_NAMES)
+def test_shipped_sets(name, solver):
+    assert name in cs.available(), f"benchmarks/data/connect_four/{name}.txt is missing"
+    s = cs.load(name)
+    (lo, hi), (dlo, dhi) = cs.stage_and_difficulty(name)
+    if name in ("end_easy", "middle_easy", "middle_medium"):
+        assert len(s.moves) >= 1000
+    assert len(set(s.moves)) == len(s.moves)
+    assert np.all((s.stones >= lo) & (s.stones <= hi))
+    left = np.array([cs.moves_left(int(b), int(n)) for b, n in zip(s.best, s.stones, strict=True)])
+    assert np.all((left >= dlo) & (left <= dhi))
+    if name.startswith("begin"):
+        return  # seconds to minutes a position: `--check` re-solves them
+    for i in np.random.default_rng(0).choice(len(s.moves), 10, replace=False):
+        np.testing.assert_array_equal(solver.move_scores(s.moves[i]), s.scores[i])
