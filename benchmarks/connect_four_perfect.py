@@ -60,9 +60,9 @@ def summarise(scores: np.ndarray, actions: np.ndarray) -> dict[str, Any]:
 
 
 def agent_actions(probe: Any, params: Any, position_set: cs.PositionSet,
-                  simulations: Sequence[int]) -> dict[int, np.ndarray]:
-    """The agent's move ``[N]`` on every position, for each simulation count (0:
-    the prior)."""
+                  simulations: Sequence[int]) -> dict[int, tuple[np.ndarray, float]]:
+    """The agent's move ``[N]`` on every position and the seconds it took (the
+    first set's include compilation), for each simulation count (0: the prior)."""
     from jaxpuct.testing import connect_four as c4
     columns = position_set.column_lists()
     width = max(1, max(len(c) for c in columns))
@@ -76,17 +76,21 @@ def agent_actions(probe: Any, params: Any, position_set: cs.PositionSet,
     n = len(columns)
     out = {}
     if 0 in simulations:
+        start = time.perf_counter()
         logits = np.concatenate([np.asarray(probe.apply(params, state.observation[sl])[0])
                                  for sl in probe._chunks(n)])
-        out[0] = np.argmax(np.where(legal, logits, -np.inf), axis=1)
+        out[0] = (np.argmax(np.where(legal, logits, -np.inf), axis=1),
+                  time.perf_counter() - start)
     keys = jax.random.split(jax.random.key(0), n)
     for s in simulations:
         if s == 0:
             continue
-        out[s] = np.concatenate([
+        start = time.perf_counter()
+        actions = np.concatenate([
             np.asarray(probe.search[s](params, keys[sl],
                                        jax.tree.map(lambda x, sl=sl: x[sl], state)))
             for sl in probe._chunks(n)])
+        out[s] = (actions, time.perf_counter() - start)
     return out
 
 
@@ -146,10 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not s.moves:
             print(f"| {name} | (no positions) | 0 | | | | | | |")
             continue
-        start = time.perf_counter()
-        acts = agent_actions(probe, params, s, sims)
-        seconds = (time.perf_counter() - start) / max(1, len(acts))
-        for k, act in acts.items():
+        for k, (act, seconds) in agent_actions(probe, params, s, sims).items():
             r = summarise(s.scores, act)
             player = "prior" if k == 0 else f"search S={k}"
             print(_row(name, player, r, seconds), flush=True)

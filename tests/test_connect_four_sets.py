@@ -131,3 +131,14 @@ def test_shipped_sets(name, solver):
         return  # seconds to minutes a position: `--check` re-solves them
     for i in np.random.default_rng(0).choice(len(s.moves), 10, replace=False):
         np.testing.assert_array_equal(solver.move_scores(s.moves[i]), s.scores[i])
+
+
+def test_scorer_summary():
+    from benchmarks.connect_four_perfect import summarise, wilson
+    lo, hi = wilson(0, 200)
+    assert lo == pytest.approx(0.0, abs=1e-12)
+    assert hi == pytest.approx(1.96**2 / (200 + 1.96**2))  # the closed form at p = 0
+    scores = np.array([[1, -1, np.nan, -1, -1, -1, -1], [-2] * 7])
+    r = summarise(scores, np.array([1, 0]))
+    assert (r["n"], r["n_critical"], r["keeps"], r["optimal"]) == (2, 1, 0.5, 0.5)
+    assert r["keeps_critical"] == 0.0
