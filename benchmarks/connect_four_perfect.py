@@ -32,16 +32,14 @@ import jax
 import numpy as np
 
 from benchmarks import connect_four_sets as cs
+from jaxpuct.alphazero import scores
 
 
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion."""
+def wilson(successes: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of ``successes`` out of ``n`` (NaN when ``n = 0``)."""
     if n == 0:
         return (math.nan, math.nan)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (centre - half, centre + half)
+    return scores.wilson_interval(successes / n, n)
 
 
 def summarise(scores: np.ndarray, actions: np.ndarray) -> dict[str, Any]:

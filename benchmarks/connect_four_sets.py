@@ -48,6 +48,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from jaxpuct.testing import connect_four as c4
+
 ROWS, COLUMNS, CELLS = 6, 7, 42
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "connect_four_solver.cc")
@@ -208,33 +210,14 @@ def critical(scores: np.ndarray) -> np.ndarray:
 
 def random_game(rng: np.random.Generator) -> str:
     """A uniformly random game played to its end, as digits 1-7."""
-    heights = [0] * COLUMNS
-    board = np.zeros((COLUMNS, ROWS), dtype=np.int8)
-    moves = []
-    player = 1
+    board, moves = c4.EMPTY, []
     while len(moves) < CELLS:
-        legal = [c for c in range(COLUMNS) if heights[c] < ROWS]
-        c = int(rng.choice(legal))
-        board[c, heights[c]] = player
-        moves.append(c)
-        heights[c] += 1
-        if _wins(board, c, heights[c] - 1, player):
+        col = int(rng.choice(np.flatnonzero(board.legal())))
+        moves.append(col)
+        if board.wins(col):
             break
-        player = -player
+        board = board.play(col)
     return "".join(str(c + 1) for c in moves)
-
-
-def _wins(board: np.ndarray, c: int, r: int, player: int) -> bool:
-    for dc, dr in ((1, 0), (0, 1), (1, 1), (1, -1)):
-        n = 1
-        for sign in (1, -1):
-            cc, rr = c + sign * dc, r + sign * dr
-            while 0 <= cc < COLUMNS and 0 <= rr < ROWS and board[cc, rr] == player:
-                n += 1
-                cc, rr = cc + sign * dc, rr + sign * dr
-        if n >= 4:
-            return True
-    return False
 
 
 def generate(names: Sequence[str], per_set: int, seed: int, max_seconds: float,

@@ -192,7 +192,7 @@ class Solver {
       if (alpha >= beta) break;
     }
 
-    Entry& slot = table_[Index(key)];
+    Entry& slot = e;  // the search below never moves the table
     if (slot.key != key) {
       slot.key = key;
       slot.lower = static_cast<std::int8_t>(-kCells);

@@ -135,9 +135,10 @@ def test_shipped_sets(name, solver):
 
 def test_scorer_summary():
     from benchmarks.connect_four_perfect import summarise, wilson
+    from jaxpuct.alphazero.scores import Z_95
     lo, hi = wilson(0, 200)
     assert lo == pytest.approx(0.0, abs=1e-12)
-    assert hi == pytest.approx(1.96**2 / (200 + 1.96**2))  # the closed form at p = 0
+    assert hi == pytest.approx(Z_95**2 / (200 + Z_95**2))  # the closed form at p = 0
     scores = np.array([[1, -1, np.nan, -1, -1, -1, -1], [-2] * 7])
     r = summarise(scores, np.array([1, 0]))
     assert (r["n"], r["n_critical"], r["keeps"], r["optimal"]) == (2, 1, 0.5, 0.5)
