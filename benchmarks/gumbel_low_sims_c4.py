@@ -271,8 +271,8 @@ def table(out: str) -> str:
                                            key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
         last = [r["perfect"][-1] for r in rs if r["perfect"]]
         per_set = [_cell([p[s]["search"] for p in last]) for s in SETS]
-        prior = _cell([np.mean([p[s]["prior"] for s in SETS]) for p in last])
-        search = _cell([np.mean([p[s]["search"] for s in SETS]) for p in last])
+        prior = _cell([float(np.mean([p[s]["prior"] for s in SETS])) for p in last])
+        search = _cell([float(np.mean([p[s]["search"] for s in SETS])) for p in last])
         arenas = [r["arena"] for r in rs if r["arena"]]
         w = sum(a["total"]["wins"] for a in arenas)
         d = sum(a["total"]["draws"] for a in arenas)
@@ -336,7 +336,8 @@ def plot(out: str, path: str) -> None:
                 curves = [c for c in curves if c]
                 if not curves:
                     continue
-                t = np.linspace(0, min(c[-1][0] for c in curves), 30)
+                # From the seeds' latest first checkpoint: no curve before any data.
+                t = np.linspace(max(c[0][0] for c in curves), min(c[-1][0] for c in curves), 30)
                 ys = np.array([np.interp(t, *np.asarray(c).T) for c in curves])
                 ax.plot(t / 60, ys.mean(0), label=f"{label + ' ' if label else ''}{policy}")
                 ax.fill_between(t / 60, ys.min(0), ys.max(0), alpha=0.2)
