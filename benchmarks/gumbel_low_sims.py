@@ -29,9 +29,23 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
+
+
+def run_child(cmd: list[str]) -> float:
+    """Runs ``cmd`` to its end and returns its CPU seconds (user + system, from
+    its ``rusage``); its stderr goes to a file, so a chatty child cannot block on
+    a full pipe, and its tail is in the error if it fails."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        if status != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{err.read()[-2000:]}")
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_one(policy: str, sims: int, seed: int, minutes: float, out: str, extra: str,
@@ -47,11 +61,7 @@ def run_one(policy: str, sims: int, seed: int, minutes: float, out: str, extra: 
            "--run-dir", run_dir, "--overwrite", "--no-progress", "--no-plot",
            *shlex.split(extra)]
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read() if proc.stderr else ""
-    if status != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-2000:]}")
+    cpu_seconds = run_child(cmd)
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f]
     evals = [{"iteration": r["iteration"], "train_seconds": r["train_seconds"],
@@ -62,7 +72,7 @@ def run_one(policy: str, sims: int, seed: int, minutes: float, out: str, extra: 
             "minutes": minutes, "iteration_budget": iterations, "run_dir": run_dir,
             "iterations": last["iteration"],
             "train_seconds": last["train_seconds"], "wall_seconds": time.time() - start,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "cpu_seconds": cpu_seconds,
             "loss": last["loss"], "policy_loss": last.get("policy_loss"),
             "x": evals[-1]["x"], "o": evals[-1]["o"], "evals": evals}
 
@@ -92,7 +102,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--policies", default="gumbel,alphazero")
     p.add_argument("--sims", default="2,4,8,16")
     p.add_argument("--seeds", default="0,1,2")

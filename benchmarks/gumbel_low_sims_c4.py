@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import gumbel_low_sims
+
 SETS = ("end_easy", "middle_easy", "middle_medium")
 
 
@@ -64,17 +66,13 @@ def train_one(policy: str, sims: int, seed: int, rd: str, minutes: float, core: 
            "--mcts-simulations", "0", "--run-dir", rd, "--overwrite", "--no-progress",
            "--no-plot", *shlex.split(extra)]
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read() if proc.stderr else ""
-    if status != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-2000:]}")
+    cpu_seconds = gumbel_low_sims.run_child(cmd)
     records = _metrics(rd)
     return {"policy": policy, "sims": sims, "seed": seed, "extra": extra, "minutes": minutes,
             "iterations": records[-1]["iteration"],
             "train_seconds": records[-1]["train_seconds"],
             "wall_seconds": time.time() - start,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime, "loss": records[-1]["loss"]}
+            "cpu_seconds": cpu_seconds, "loss": records[-1]["loss"]}
 
 
 def _metrics(rd: str) -> list[dict[str, Any]]:

@@ -2,9 +2,12 @@
 
 import json
 import os
+import sys
 
 import numpy as np
+import pytest
 
+from benchmarks import gumbel_low_sims
 from benchmarks import gumbel_low_sims_c4 as g
 from jaxpuct.alphazero import scores
 
@@ -56,3 +59,11 @@ def test_table_means_ranges_and_pooled_arena(tmp_path):
 def test_entropy_closed_form():
     p = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]])
     np.testing.assert_allclose(g._entropy(p), [0.0, np.log(2), np.log(3)])
+
+
+def test_run_child_reports_a_failure_with_a_long_stderr():
+    # More than a pipe's buffer of stderr: the driver must not block on it.
+    code = "import sys; sys.stderr.write('x' * 200000 + 'END'); sys.exit(3)"
+    with pytest.raises(RuntimeError, match="END"):
+        gumbel_low_sims.run_child([sys.executable, "-c", code])
+    assert gumbel_low_sims.run_child([sys.executable, "-c", "pass"]) >= 0.0
