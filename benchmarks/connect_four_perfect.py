@@ -57,21 +57,28 @@ def summarise(scores: np.ndarray, actions: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def agent_actions(probe: Any, params: Any, position_set: cs.PositionSet,
-                  simulations: Sequence[int]) -> dict[int, tuple[np.ndarray, float]]:
-    """The agent's move ``[N]`` on every position and the seconds it took (the
-    first set's include compilation), for each simulation count (0: the prior)."""
+def set_states(position_set: cs.PositionSet, count: int | None = None) -> tuple[Any, np.ndarray]:
+    """pgx states of the first ``count`` positions of a set (all: ``None``) and
+    their legal masks ``[N, 7]``, checked against the file's."""
     from jaxpuct.testing import connect_four as c4
-    columns = position_set.column_lists()
+    columns = position_set.column_lists()[:count]
     width = max(1, max(len(c) for c in columns))
     moves = np.full((len(columns), width), -1, np.int32)
     for i, c in enumerate(columns):
         moves[i, :len(c)] = c
     state = c4.pgx_states(moves)
-    legal = ~np.isnan(position_set.scores)
+    legal = ~np.isnan(position_set.scores[:len(columns)])
     if not np.array_equal(np.asarray(state.legal_action_mask), legal):
         raise RuntimeError(f"{position_set.name}: pgx's legal moves differ from the file's")
-    n = len(columns)
+    return state, legal
+
+
+def agent_actions(probe: Any, params: Any, state: Any, legal: np.ndarray,
+                  simulations: Sequence[int]) -> dict[int, tuple[np.ndarray, float]]:
+    """The agent's move ``[N]`` on every position of ``state`` (from
+    :func:`set_states`) and the seconds it took (the first call's include
+    compilation), for each simulation count (0: the prior's argmax)."""
+    n = len(legal)
     out = {}
     if 0 in simulations:
         start = time.perf_counter()
@@ -148,7 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not s.moves:
             print(f"| {name} | (no positions) | 0 | | | | | | |")
             continue
-        for k, (act, seconds) in agent_actions(probe, params, s, sims).items():
+        state, legal = set_states(s)
+        for k, (act, seconds) in agent_actions(probe, params, state, legal, sims).items():
             r = summarise(s.scores, act)
             player = "prior" if k == 0 else f"search S={k}"
             print(_row(name, player, r, seconds), flush=True)

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import gumbel_low_sims
+from benchmarks import gumbel_low_sims, gumbel_targets
 
 SETS = ("end_easy", "middle_easy", "middle_medium")
 
@@ -97,33 +97,12 @@ def _save(path: str, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-class SetStates:
-    """pgx states, legal masks and exact scores of the first ``n`` positions of
-    each set, built once for every run."""
-
-    def __init__(self, names: tuple[str, ...], n: int):
-        from benchmarks import connect_four_sets as cs
-        from jaxpuct.testing import connect_four as c4
-        self.sets = {}
-        for name in names:
-            s = cs.load(name)
-            columns = s.column_lists()[:n]
-            moves = np.full((len(columns), max(1, max(len(c) for c in columns))), -1, np.int32)
-            for i, c in enumerate(columns):
-                moves[i, :len(c)] = c
-            state = c4.pgx_states(moves)
-            legal = ~np.isnan(s.scores[:n])
-            if not np.array_equal(np.asarray(state.legal_action_mask), legal):
-                raise RuntimeError(f"{name}: pgx's legal moves differ from the file's")
-            self.sets[name] = (state, legal, s.scores[:n])
-
-
-def evaluate_group(rds: list[str], states: SetStates, batch: int) -> None:
+def evaluate_group(rds: list[str], sets: dict[str, Any], batch: int) -> None:
     """``perfect.json`` for every checkpoint of runs that share a config but the
-    seed (one compile for all of them)."""
-    import jax
-
+    seed (one compile for all of them); ``sets``: name -> ``(state, legal,
+    scores)``."""
     from benchmarks import connect_four_sets as cs
+    from benchmarks.connect_four_perfect import agent_actions
     from benchmarks.connect_four_probe import Probe
     from jaxpuct.alphazero import checkpoints
     sims = _load(os.path.join(rds[0], "row.json"))["sims"]
@@ -137,33 +116,21 @@ def evaluate_group(rds: list[str], states: SetStates, batch: int) -> None:
         for step in sorted(checkpoints.available_steps(rd)):
             params = checkpoints.restore_checkpoint(rd, probe.template, config, step).params
             point: dict[str, Any] = {"step": step, "train_seconds": seconds.get(step)}
-            for name, (state, legal, scores) in states.sets.items():
-                n = len(legal)
-                logits = np.concatenate([np.asarray(probe.apply(params, state.observation[sl])[0])
-                                         for sl in probe._chunks(n)])
-                prior = np.argmax(np.where(legal, logits, -np.inf), axis=1)
-                keys = jax.random.split(jax.random.key(0), n)
-                search = np.concatenate([
-                    np.asarray(probe.search[sims](params, keys[sl],
-                                                  jax.tree.map(lambda x, sl=sl: x[sl], state)))
-                    for sl in probe._chunks(n)])
+            for name, (state, legal, scores) in sets.items():
+                acts = agent_actions(probe, params, state, legal, [0, sims])
                 crit = cs.critical(scores)
-                keeps_prior, keeps_search = cs.judge(scores, prior)[0], cs.judge(scores, search)[0]
+                keeps_prior = cs.judge(scores, acts[0][0])[0]
+                keeps_search, optimal_search = cs.judge(scores, acts[sims][0])
                 point[name] = {"prior": float(keeps_prior.mean()),
                                "search": float(keeps_search.mean()),
                                "prior_critical": float(keeps_prior[crit].mean()),
                                "search_critical": float(keeps_search[crit].mean()),
-                               "search_optimal": float(cs.judge(scores, search)[1].mean()),
-                               "n": n, "n_critical": int(crit.sum())}
+                               "search_optimal": float(optimal_search.mean()),
+                               "n": len(legal), "n_critical": int(crit.sum())}
             points.append(point)
             print(f"{os.path.basename(rd)} step {step}: " + ", ".join(
-                f"{k} {point[k]['search']:.3f}" for k in states.sets), flush=True)
+                f"{k} {point[k]['search']:.3f}" for k in sets), flush=True)
         _save(os.path.join(rd, "perfect.json"), points)
-
-
-def _entropy(p: np.ndarray) -> np.ndarray:
-    """``[N, A]`` -> ``[N]`` entropy in nats (0 log 0 = 0)."""
-    return -(p * np.log(np.where(p > 0, p, 1.0))).sum(-1)
 
 
 def targets_one(rd: str, max_empty: int, count: int) -> dict[str, Any]:
@@ -189,7 +156,8 @@ def targets_one(rd: str, max_empty: int, count: int) -> dict[str, Any]:
     written = np.abs(target.sum(-1) - 1.0) < 1e-3
     written[rows:] = False
     obs, target = obs[written], target[written]
-    logits = np.concatenate([np.asarray(jax.jit(trainer.apply_fn)(ts.params, obs[i:i + 1024])[0])
+    apply = jax.jit(trainer.apply_fn)
+    logits = np.concatenate([np.asarray(apply(ts.params, obs[i:i + 1024])[0])
                              for i in range(0, len(obs), 1024)]).astype(np.float64)
     legal = ~(obs[:, 0, :, 0] | obs[:, 0, :, 1]).astype(bool)   # row 0 is the top
     z = np.where(legal, logits, -np.inf)
@@ -202,13 +170,12 @@ def targets_one(rd: str, max_empty: int, count: int) -> dict[str, Any]:
     values = np.array([c4.move_values(c4.board_from_pgx_obs(obs[i]), solver) for i in late])
     out: dict[str, Any] = {
         "iteration": int(ts.iteration), "positions": int(len(obs)),
-        "target_entropy": float(_entropy(target).mean()),
-        "prior_entropy": float(_entropy(prior).mean()),
+        "target_entropy": float(gumbel_targets.entropy(target).mean()),
+        "prior_entropy": float(gumbel_targets.entropy(prior).mean()),
         "peaked": float((target.max(-1) > 0.99).mean()), "late": int(len(late))}
     if len(late):
-        keeps = np.sign(np.nan_to_num(values, nan=-9.0)) == np.sign(
-            np.nanmax(values, axis=1))[:, None]
-        keeps &= ~np.isnan(values)
+        # [late, 7]: whether each column keeps the value (False where it is full).
+        keeps = np.stack([cs.judge(values, np.full(len(late), a))[0] for a in range(7)], 1)
         t, pr = target[late], prior[late]
         crit = cs.critical(values)
         t_keep = cs.judge(values, t.argmax(-1))[0]
@@ -386,14 +353,20 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{os.path.basename(rd)}: {row['iterations']} it., "
                   f"{row['cpu_seconds']:.0f} CPU s, loss {row['loss']:.3f}", flush=True)
     elif a.step == "evaluate":
-        states = SetStates(SETS, a.positions)
+        from benchmarks import connect_four_sets as cs
+        from benchmarks.connect_four_perfect import set_states
+        sets = {}
+        for name in SETS:
+            position_set = cs.load(name)
+            sets[name] = (*set_states(position_set, a.positions),
+                          position_set.scores[:a.positions])
         groups: dict[tuple[str, str, int], list[str]] = {}
         for rd in _runs(a.out):
             row = _load(os.path.join(rd, "row.json"))
             groups.setdefault((row.get("label", ""), row["policy"], row["sims"]), []).append(rd)
         index, count = (int(x) for x in a.shard.split("/"))
         for rds in list(groups.values())[index::count]:
-            evaluate_group(rds, states, a.batch)
+            evaluate_group(rds, sets, a.batch)
     elif a.step == "arena":
         for policy, sims, seed in cells:
             rd = run_dir(a.out, policy, sims, seed, a.label)

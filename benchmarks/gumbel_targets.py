@@ -31,7 +31,7 @@ import numpy as np
 from jaxpuct.testing import tictactoe
 
 
-def _entropy(p: np.ndarray) -> np.ndarray:
+def entropy(p: np.ndarray) -> np.ndarray:
     """``[N, A]`` -> ``[N]`` entropy in nats (0 log 0 = 0)."""
     logp = np.log(np.where(p > 0, p, 1.0))
     return -(p * logp).sum(-1)
@@ -73,8 +73,8 @@ def measure(run_dir: str) -> dict:
     p_best = np.take_along_axis(optimal, prior.argmax(-1)[:, None], 1)[:, 0]
     return {"run_dir": run_dir, "policy": config.policy, "sims": config.num_simulations,
             "iteration": int(ts.iteration), "positions": int(keep.sum()),
-            "target_entropy": float(_entropy(target).mean()),
-            "prior_entropy": float(_entropy(prior).mean()),
+            "target_entropy": float(entropy(target).mean()),
+            "prior_entropy": float(entropy(prior).mean()),
             "peaked": float(peaked.mean()),
             "peaked_optimal": float(t_best[peaked].mean()) if peaked.any() else float("nan"),
             "target_argmax_optimal": float(t_best.mean()),
@@ -84,7 +84,7 @@ def measure(run_dir: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--out", default=None, help="append one JSON line per run here")
     args = p.parse_args(argv)
