@@ -71,8 +71,8 @@ def train_for(config: MuZeroConfig, cpu_seconds: float, max_iterations: int | No
         play_key, train_key, key = jax.random.split(key, 3)
         games = selfplay.play_games(config, model, params, play_key)
         buffer = write(buffer, **games._asdict())
-        params, opt_state, buffer, _ = example.train(config, graphdef, optimizer, params,
-                                                     opt_state, buffer, train_key)
+        params, opt_state, buffer, _, _ = example.train(config, graphdef, optimizer, params,
+                                                        opt_state, buffer, train_key)
         jax.block_until_ready(params)
         iterations += 1
     return model, params, iterations, time.process_time() - begin

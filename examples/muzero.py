@@ -1,9 +1,11 @@
-"""MuZero self-play and training on tic-tac-toe or 2048 with jaxpuct (a learned model).
+"""MuZero self-play and training on tic-tac-toe, connect four or 2048 with jaxpuct
+(a learned model).
 
     python -m examples.muzero --game tic_tac_toe
     python -m examples.muzero --iterations 100 --policy alphazero --run-dir runs/muzero_ttt
     python -m examples.muzero --iterations 100 --policy sampled --num-samples 4
     python -m examples.muzero --game 2048 --iterations 40
+    python -m examples.muzero --game connect_four --run-dir runs/muzero_c4   # 60 minutes
 
 Each iteration plays ``--batch-size`` games to their ends in lockstep (the
 model's root from the real board and legal mask, the search inside the learned
@@ -23,7 +25,12 @@ a random one, half as X and half as O
 and plays ``--segment-length`` moves of each per iteration, a game cut by the
 segment's end written truncated; every ``--eval-every`` iterations the greedy
 search plays 64 games from fresh boards to their ends (mean score ± standard
-error). ``--run-dir`` takes the directory's lock
+error). ``--game connect_four`` (:mod:`jaxpuct.muzero.board_game`, pgx's rules;
+``GAME_DEFAULTS["connect_four"]``) keeps its games alive across iterations the
+same way and, every ``--eval-every`` iterations, plays ``--eval-games`` games of
+the greedy search at ``--eval-simulations`` against OpenSpiel's MCTSBot with
+``--opponent-simulations`` (:mod:`jaxpuct.alphazero.arena`; the time they take
+is not counted in ``--max-minutes``). ``--run-dir`` takes the directory's lock
 (:mod:`jaxpuct.alphazero.rundir`), writes ``metrics.jsonl`` and, every
 ``--checkpoint-every`` iterations and at the end, the whole state (network,
 optimiser, replay buffer, iteration, key) with
@@ -37,6 +44,7 @@ by the AlphaZero example's :func:`jaxpuct.alphazero.config.add_arguments`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -51,7 +59,7 @@ import numpy as np
 
 from jaxpuct.alphazero import checkpoints, rundir
 from jaxpuct.alphazero import config as config_lib
-from jaxpuct.muzero import game_2048, reanalyse, replay, selfplay, training
+from jaxpuct.muzero import board_game, game_2048, reanalyse, replay, selfplay, training
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
 from jaxpuct.muzero.networks import init_network
@@ -66,6 +74,15 @@ GAME_DEFAULTS: dict[str, dict[str, Any]] = {
              "batch_size": 256, "segment_length": 200, "buffer_size": 200000,
              "train_batch_size": 256, "train_steps": 200, "learning_rate": 1e-3,
              "num_simulations": 16},
+    # Two players, pgx's rules, games kept across iterations in segments of one
+    # longest game; Monte Carlo value targets within a game (td_steps = 42),
+    # bootstrapped at a segment's cut.
+    "connect_four": {"network_kind": "resnet", "channels": 32, "num_blocks": 2,
+                     "hidden": (32,), "batch_size": 64, "segment_length": 42,
+                     "td_steps": 42, "num_simulations": 32, "buffer_size": 100000,
+                     "train_batch_size": 256, "train_steps": 20, "learning_rate": 2e-3,
+                     "iterations": 100000, "max_minutes": 60.0, "eval_every": 50,
+                     "checkpoint_every": 25},
 }
 
 
@@ -81,18 +98,31 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
     p = argparse.ArgumentParser(prog="python -m examples.muzero",
                                 description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    d = defaults or {}
     config_lib.add_arguments(p, MuZeroConfig, defaults)
     p.add_argument("--run-dir", default=None, help="directory for config.json, "
                    "metrics.jsonl and checkpoints (locked while the run lives); none by "
                    "default")
-    p.add_argument("--iterations", type=int, default=60,
+    p.add_argument("--iterations", type=int, default=d.get("iterations", 60),
                    help="last iteration (self-play + training) of the run")
-    p.add_argument("--eval-every", type=int, default=10,
+    p.add_argument("--eval-every", type=int, default=d.get("eval_every", 10),
                    help="iterations between evaluations (0: at the end only)")
-    p.add_argument("--checkpoint-every", type=int, default=100,
+    p.add_argument("--checkpoint-every", type=int, default=d.get("checkpoint_every", 100),
                    help="iterations between checkpoints (with --run-dir; 0: at the end only)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir from its newest intact checkpoint")
+    p.add_argument("--max-minutes", type=float, default=d.get("max_minutes", 0.0),
+                   help="stop after this many minutes of self-play and training CPU time "
+                   "in this process (evaluations not counted; pin the run to one core "
+                   "with taskset for a one-core figure; 0: no limit)")
+    arena_flags = p.add_argument_group("connect_four: evaluation against OpenSpiel's MCTSBot")
+    arena_flags.add_argument("--eval-games", type=int, default=64,
+                             help="games per evaluation, half per colour")
+    arena_flags.add_argument("--eval-simulations", type=int, default=256,
+                             help="the greedy search's simulations per move there")
+    arena_flags.add_argument("--opponent-simulations", type=int, default=1000,
+                             help="MCTSBot's simulations per move (one random rollout per "
+                             "leaf, solve=True)")
     return p
 
 
@@ -106,87 +136,142 @@ class TrainState:
     iteration: chex.Array
     target_params: Any  # None unless --target-update-every > 0
     rng: chex.Array  # uint32 key data (orbax stores plain arrays)
-    boards: Any = None  # 2048: the games in progress (game_2048.Boards)
+    boards: Any = None  # the games in progress (game_2048.Boards, board_game.Games)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
-          target=None, first_step=0):
-    """``config.train_steps`` optimiser steps (``first_step`` done before); the
-    metrics are their means. ``target``: the target network's parameters
-    (``--target-update-every N > 0``), which reanalyse searches with; copied from
-    ``params`` after every ``N``-th step inside the loop."""
+def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
+               target, step, first_step):
+    """Optimiser step ``step`` of an iteration's ``config.train_steps`` (``first_step``
+    done before them): ``(params, opt_state, priorities or None, metrics, target)``.
+    ``target``: the target network's parameters (``--target-update-every N > 0``),
+    which reanalyse searches with; copied from ``params`` after every ``N``-th step.
+    ``priorities``: ``(rows, new priorities)`` of the batch with prioritised replay.
+    """
     model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
     every = config.target_update_every
     # With n at least a game's length the value target is the game's return: no
     # search can change it. 2048's games are longer than any n.
-    bootstrap = not config.zero_sum or config.td_steps < selfplay.MAX_PLIES
+    bootstrap = not config.zero_sum or config.td_steps < (config.max_plies or 0)
+    batch = replay.sample(buffer, jax.random.fold_in(key, step), config.train_batch_size,
+                          config.unroll_steps, config.td_steps, config.signed_discount,
+                          config.priority_alpha)
+    if config.reanalyse_fraction > 0:
+        # Visit targets at temperature 1 without root noise: with the acting
+        # search's Dirichlet noise reanalyse was worse (docs/muzero.md).
+        search = functools.partial(selfplay.search_roots, config, model, greedy=False,
+                                   root_noise=False)
+        batch = reanalyse.reanalyse_batch(
+            buffer, batch, target if every else params,
+            jax.random.fold_in(key, config.train_steps + step), search,
+            fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,
+            td_steps=config.td_steps, discount=config.signed_discount, bootstrap=bootstrap)
+    params, opt_state, metrics = training.train_step(graphdef, optimizer, config.loss,
+                                                     params, opt_state, batch)
+    priorities = None
+    if config.priority_alpha > 0:
+        priorities = (batch.index, metrics["priority"])
+    if every:
+        target = training.update_target(params, target, first_step + step + 1, every)
+    return params, opt_state, priorities, {k: metrics[k] for k in LOSS_NAMES}, target
 
-    def body(i, carry):
-        params, opt_state, buffer, sums, target = carry
-        batch = replay.sample(buffer, jax.random.fold_in(key, i), config.train_batch_size,
-                              config.unroll_steps, config.td_steps, config.signed_discount,
-                              config.priority_alpha)
-        if config.reanalyse_fraction > 0:
-            # Visit targets at temperature 1 without root noise: with the acting
-            # search's Dirichlet noise reanalyse was worse (docs/muzero.md).
-            search = functools.partial(selfplay.search_roots, config, model, greedy=False,
-                                       root_noise=False)
-            batch = reanalyse.reanalyse_batch(
-                buffer, batch, target if every else params,
-                jax.random.fold_in(key, config.train_steps + i),
-                search, fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,
-                td_steps=config.td_steps, discount=config.signed_discount,
-                bootstrap=bootstrap)
-        params, opt_state, metrics = training.train_step(graphdef, optimizer, config.loss,
-                                                         params, opt_state, batch)
-        if config.priority_alpha > 0:
-            buffer = replay.update_priorities(buffer, batch.index, metrics["priority"])
-        sums = {k: sums[k] + metrics[k] for k in sums}
-        if every:
-            target = training.update_target(params, target, first_step + i + 1, every)
-        return params, opt_state, buffer, sums, target
 
-    names = ("loss", "policy_loss", "value_loss", "reward_loss")
-    zeros = {k: jnp.zeros(()) for k in names}
-    params, opt_state, buffer, sums, target = jax.lax.fori_loop(
-        0, config.train_steps, body, (params, opt_state, buffer, zeros, target))
+LOSS_NAMES = ("loss", "policy_loss", "value_loss", "reward_loss")
+_update_priorities = jax.jit(replay.update_priorities)
+
+
+def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
+          target=None, first_step=0):
+    """``config.train_steps`` optimiser steps (``first_step`` done before); the
+    metrics are their means: ``(params, opt_state, buffer, metrics, target)``.
+
+    One jitted call per step, not a ``fori_loop`` over them: inside a loop XLA:CPU
+    runs a convolution's backward pass two orders of magnitude slower (the
+    connect-four ResNet, 32 rows: 10.6 CPU-s a step inside the loop, 0.06 alone).
+    """
+    sums = {k: jnp.zeros(()) for k in LOSS_NAMES}
+    for i in range(config.train_steps):
+        params, opt_state, priorities, metrics, target = train_step(
+            config, graphdef, optimizer, params, opt_state, buffer, key, target, jnp.int32(i),
+            jnp.asarray(first_step, jnp.int32))
+        if priorities is not None:
+            buffer = _update_priorities(buffer, *priorities)
+        sums = {k: sums[k] + metrics[k] for k in LOSS_NAMES}
     steps = max(config.train_steps, 1)
     return params, opt_state, buffer, {k: v / steps for k, v in sums.items()}, target
 
 
+def observation_spec(config: MuZeroConfig) -> tuple[tuple[int, ...], Any]:
+    """One observation's shape and the buffer's dtype for it."""
+    if config.game == "2048":
+        return game_2048.OBS_SHAPE, jnp.bool_  # one-hot planes stored as bits
+    if config.game == "connect_four":
+        return board_game.game(config.game).observation_shape, jnp.bool_
+    return selfplay.OBS_SHAPE, jnp.float32
+
+
+def initial_state(config: MuZeroConfig) -> tuple[Any, Any, TrainState]:
+    """``(graphdef, optimizer, the run's first TrainState)`` (also the template a
+    checkpoint is restored into)."""
+    init_key, key = jax.random.split(jax.random.key(config.seed))
+    obs_shape, obs_dtype = observation_spec(config)
+    graphdef, params = init_network(config.network, config.num_actions, obs_shape, init_key)
+    optimizer = training.make_optimizer(config.loss)
+    boards_key, key = jax.random.split(key)
+    boards = None
+    if config.game == "2048":
+        boards = game_2048.fresh_boards(boards_key, config.batch_size)
+    elif config.game == "connect_four":
+        boards = board_game.fresh_games(config.game, boards_key, config.batch_size)
+    ts = TrainState(params=params, opt_state=optimizer.init(params),
+                    buffer=replay.empty_buffer(
+                        config.buffer_size, obs_shape, obs_dtype, config.num_actions,
+                        num_samples=config.num_samples if config.policy == "sampled" else None),
+                    iteration=jnp.zeros((), jnp.int32), rng=jax.random.key_data(key),
+                    target_params=params if config.target_update_every else None,
+                    boards=boards)
+    return graphdef, optimizer, ts
+
+
+def evaluate_against_mcts(config: MuZeroConfig, model: MuZeroModel, params: Any, seed: int,
+                          games: int, simulations: int, opponent_simulations: int) -> dict:
+    """The greedy search at ``simulations`` against MCTSBot (``opponent_simulations``,
+    one rollout per leaf, solve) over ``games`` games, half per colour."""
+    from jaxpuct.alphazero import arena
+    agent = board_game.arena_agent(dataclasses.replace(config, num_simulations=simulations),
+                                   model, params)
+    bot = arena.BotSpec(simulations=opponent_simulations)
+    tic = time.time()
+    result = arena.play_match(agent, config.game, bot, games, seed=seed)
+    total = result.total
+    return {"mcts_simulations": opponent_simulations, "mcts_games": total.games,
+            "mcts_wins": total.wins, "mcts_draws": total.draws, "mcts_losses": total.losses,
+            "mcts_score": round(total.score, 4), "mcts_score_low": round(total.score_low, 4),
+            "mcts_score_high": round(total.score_high, 4),
+            "mcts_seconds": round(time.time() - tic, 1)}
+
+
 def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=print,
-        eval_every: int = 10, checkpoint_every: int = 0, resume: bool = False) -> dict:
-    """Runs ``config`` up to iteration ``iterations``; returns the last evaluation's
+        eval_every: int = 10, checkpoint_every: int = 0, resume: bool = False,
+        max_minutes: float = 0.0, eval_games: int = 64, eval_simulations: int = 256,
+        opponent_simulations: int = 1000) -> dict:
+    """Runs ``config`` up to iteration ``iterations`` (or ``max_minutes`` of
+    self-play and training in this process); returns the last evaluation's
     metrics."""
     lock = None
     if run_dir is not None:
         os.makedirs(run_dir, exist_ok=True)
         lock = rundir.acquire(run_dir)
-    init_key, key = jax.random.split(jax.random.key(config.seed))
-    is_2048 = config.game == "2048"
-    obs_shape = game_2048.OBS_SHAPE if is_2048 else selfplay.OBS_SHAPE
-    graphdef, params = init_network(config.network, config.num_actions, obs_shape, init_key)
+    is_2048, is_board = config.game == "2048", config.game == "connect_four"
+    graphdef, optimizer, ts = initial_state(config)
     model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
-    optimizer = training.make_optimizer(config.loss)
-    boards_key, key = jax.random.split(key)
-    ts = TrainState(params=params, opt_state=optimizer.init(params),
-                    buffer=replay.empty_buffer(
-                        config.buffer_size, obs_shape,
-                        # 2048's one-hot planes are stored as bits.
-                        jnp.bool_ if is_2048 else jnp.float32, config.num_actions,
-                        num_samples=config.num_samples if config.policy == "sampled" else None),
-                    iteration=jnp.zeros((), jnp.int32), rng=jax.random.key_data(key),
-                    target_params=params if config.target_update_every else None,
-                    boards=(game_2048.fresh_boards(boards_key, config.batch_size)
-                            if is_2048 else None))
     if resume:
         if run_dir is None:
             raise SystemExit("error: --resume needs --run-dir")
         ts = checkpoints.restore_checkpoint(run_dir, ts, config)
         log(f"resumed from iteration {int(ts.iteration)}")
     write = jax.jit(replay.write_episodes)
-    start, last = time.time(), {}
+    start, last, busy = time.time(), {}, 0.0
     params, opt_state, buffer, target = ts.params, ts.opt_state, ts.buffer, ts.target_params
     boards = ts.boards
     key = jax.random.wrap_key_data(ts.rng)
@@ -194,7 +279,20 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
     try:
         for iteration in range(first, iterations + 1):
             play_key, train_key, key = jax.random.split(key, 3)
-            if is_2048:
+            tic = time.process_time()
+            if is_board:
+                boards, board_segment = board_game.play_segment(config, model, params, boards,
+                                                                play_key)
+                games = board_segment.write_kwargs()
+                lengths = np.asarray(board_segment.final_plies)
+                decisive = np.asarray(board_segment.final_reward)[lengths > 0] != 0
+                stats = {"env_steps": iteration * config.batch_size * config.segment_length,
+                         "games_ended": int((lengths > 0).sum()),
+                         "game_plies": (round(float(lengths[lengths > 0].mean()), 1)
+                                        if (lengths > 0).any() else None),
+                         "draw_rate": (round(float(1.0 - decisive.mean()), 3)
+                                       if decisive.size else None)}
+            elif is_2048:
                 boards, segment = game_2048.play_segment(config, model, params, boards,
                                                          play_key)
                 games = segment.write_kwargs()
@@ -218,12 +316,21 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
             params, opt_state, buffer, metrics, target = train(
                 config, graphdef, optimizer, params, opt_state, buffer, train_key, target,
                 jnp.int32((iteration - 1) * config.train_steps))
+            jax.block_until_ready(params)
+            busy += time.process_time() - tic
             row = {"iteration": iteration, "seconds": round(time.time() - start, 1),
-                   "cpu_seconds": round(time.process_time(), 1), **stats,
+                   "cpu_seconds": round(time.process_time(), 1),
+                   "train_cpu_seconds": round(busy, 1), **stats,
                    **{k: round(float(v), 4) for k, v in metrics.items()}}
+            out_of_time = bool(max_minutes) and busy >= 60.0 * max_minutes
             evaluate = (eval_every and iteration % eval_every == 0) or (
-                iteration == iterations)
-            if evaluate and is_2048:
+                iteration == iterations) or out_of_time
+            if evaluate and is_board:
+                row.update(evaluate_against_mcts(config, model, params, config.seed + iteration,
+                                                 eval_games, eval_simulations,
+                                                 opponent_simulations))
+                last = row
+            elif evaluate and is_2048:
                 row.update(game_2048.evaluate(config, model, params,
                                               jax.random.fold_in(play_key, 1)))
                 last = row
@@ -233,17 +340,18 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                                                    jax.random.fold_in(play_key, 1)))
                 last = row
             log(json.dumps(row))
-            if run_dir is None:
-                continue
-            with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
-                f.write(json.dumps(row) + "\n")
-            if (checkpoint_every and iteration % checkpoint_every == 0) or (
-                    iteration == iterations):
-                checkpoints.save_checkpoint(run_dir, TrainState(
-                    params=params, opt_state=opt_state, buffer=buffer,
-                    iteration=jnp.asarray(iteration, jnp.int32),
-                    rng=jax.random.key_data(key), target_params=target, boards=boards),
-                    config)
+            if run_dir is not None:
+                with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                if (checkpoint_every and iteration % checkpoint_every == 0) or (
+                        iteration == iterations) or out_of_time:
+                    checkpoints.save_checkpoint(run_dir, TrainState(
+                        params=params, opt_state=opt_state, buffer=buffer,
+                        iteration=jnp.asarray(iteration, jnp.int32),
+                        rng=jax.random.key_data(key), target_params=target, boards=boards),
+                        config)
+            if out_of_time:
+                break
     finally:
         if lock is not None:
             lock.release()
@@ -254,7 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(game_defaults(argv)).parse_args(argv)
     config = config_lib.from_namespace(MuZeroConfig, args)
     run(config, args.iterations, args.run_dir, eval_every=args.eval_every,
-        checkpoint_every=args.checkpoint_every, resume=args.resume)
+        checkpoint_every=args.checkpoint_every, resume=args.resume,
+        max_minutes=args.max_minutes, eval_games=args.eval_games,
+        eval_simulations=args.eval_simulations,
+        opponent_simulations=args.opponent_simulations)
     return 0
 
 

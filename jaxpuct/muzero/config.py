@@ -14,8 +14,10 @@ from jaxpuct.muzero.training import LossConfig
 
 __all__ = ["GAMES", "POLICIES", "MuZeroConfig"]
 
-GAMES = ("tic_tac_toe", "2048")
-GAME_ACTIONS = {"tic_tac_toe": 9, "2048": 4}
+GAMES = ("tic_tac_toe", "connect_four", "2048")
+GAME_ACTIONS = {"tic_tac_toe": 9, "connect_four": 7, "2048": 4}
+# The longest game of a two-player game, in plies (2048 has no such bound).
+GAME_PLIES = {"tic_tac_toe": 9, "connect_four": 42}
 POLICIES = ("gumbel", "alphazero", "sampled")
 
 
@@ -35,15 +37,17 @@ class MuZeroConfig:
 
     Attributes:
       game: the game: tic_tac_toe (jaxpuct.testing.tictactoe's JAX rules; two
-        players, whole games per iteration) or 2048 (pgx's rules through
+        players, whole games per iteration), connect_four (pgx's rules; two
+        players, segment_length moves of every game per iteration,
+        jaxpuct.muzero.board_game) or 2048 (pgx's rules through
         jaxpuct.envs.pgx_2048; one player, segment_length moves of every board
         per iteration, jaxpuct.muzero.game_2048).
       seed: PRNG seed of the run.
       batch_size: games played in lockstep per iteration (tic-tac-toe: each to
         its end; 2048: boards kept across iterations).
-      segment_length: 2048: moves of every board per iteration (a game still
-        running at the end is written truncated, bootstrapped with the model's
-        value); unused by tic-tac-toe.
+      segment_length: 2048 and connect_four: moves of every game per iteration
+        (a game still running at the end is written truncated, bootstrapped with
+        the model's value); unused by tic-tac-toe.
       num_simulations: simulations per move.
       policy: gumbel (gumbel_policy, completed-Q target), alphazero (PUCT with
         muzero_puct_config, visit target, Dirichlet noise at the root) or sampled
@@ -52,8 +56,14 @@ class MuZeroConfig:
         ids).
       num_samples: K, actions sampled at each node by the sampled policy (at most
         the game's actions, 9 for tic-tac-toe); unused by the others.
-      hidden: widths of each MLP function's dense layers.
-      latent_size: features of the latent state.
+      network_kind: mlp (dense layers on the flattened observation) or resnet
+        (convolutional towers over the board, latent [H, W, channels]; board
+        games with [H, W, C] observations: connect_four).
+      hidden: widths of each MLP function's dense layers (resnet: the hidden
+        layer of the value and reward heads, first entry).
+      latent_size: features of an MLP latent state.
+      channels: channels of a ResNet latent.
+      num_blocks: residual blocks in each ResNet function.
       value_support: n of a categorical value head over h-transformed atoms
         -n..n; 0: a tanh scalar head (values in [-1, 1], board games).
       reward_support: the same for the reward head.
@@ -90,8 +100,11 @@ class MuZeroConfig:
     num_simulations: int = _at_least(16, 1)
     policy: str = _choice("gumbel", POLICIES)
     num_samples: int = _at_least(4, 1)
+    network_kind: str = _choice("mlp", ("mlp", "resnet"))
     hidden: tuple[int, ...] = (64, 64)
     latent_size: int = _at_least(64, 1)
+    channels: int = _at_least(32, 1)
+    num_blocks: int = _at_least(2, 0)
     value_support: int = _at_least(0, 0)
     reward_support: int = _at_least(0, 0)
     unroll_steps: int = _at_least(5, 1)
@@ -127,26 +140,36 @@ class MuZeroConfig:
                              f"{GAME_ACTIONS[self.game]} actions, got {self.num_samples!r}.")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"MuZeroConfig.discount must be in (0, 1], got {self.discount!r}.")
+        if self.network_kind == "resnet" and self.game != "connect_four":
+            raise ValueError(f"MuZeroConfig.network_kind 'resnet' needs a board observation "
+                             f"[H, W, C] (game connect_four), got game {self.game!r}.")
 
     @property
     def network(self) -> NetworkConfig:
         """Scalar (tanh) heads by default: a board game's rewards and values lie in
         [-1, 1] (the paper trains board games with scalar MSE); categorical heads
         where a support is given (2048's scores)."""
-        return NetworkConfig(kind="mlp", hidden=tuple(self.hidden),
-                             latent_size=self.latent_size,
+        return NetworkConfig(kind="resnet" if self.network_kind == "resnet" else "mlp",
+                             hidden=tuple(self.hidden), latent_size=self.latent_size,
+                             channels=self.channels, num_blocks=self.num_blocks,
                              value_support=self.value_support or None,
                              reward_support=self.reward_support or None)
 
     @property
     def zero_sum(self) -> bool:
-        """Two players take turns (tic-tac-toe): the targets' discount is signed."""
-        return self.game == "tic_tac_toe"
+        """Two players take turns (tic-tac-toe, connect four): the targets'
+        discount is signed."""
+        return self.game in GAME_PLIES
 
     @property
     def signed_discount(self) -> float:
         """``d`` of :mod:`.targets`: ``-gamma`` for two players, ``gamma`` for one."""
         return -self.discount if self.zero_sum else self.discount
+
+    @property
+    def max_plies(self) -> int | None:
+        """The longest game of a two-player game, in plies (``None``: 2048)."""
+        return GAME_PLIES.get(self.game)
 
     @property
     def num_actions(self) -> int:

@@ -1,0 +1,128 @@
+"""MuZero on connect four (``jaxpuct.muzero.board_game``, ``examples/muzero.py
+--game connect_four``): a self-play segment replayed against the rules written out
+in NumPy, the truncation bootstrap against the model, and the example's iteration
+with its evaluation against OpenSpiel's MCTSBot (whose arena cross-checks every
+move against OpenSpiel's rules)."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("flax")
+pytest.importorskip("pgx")
+
+from jaxpuct.muzero import board_game  # noqa: E402
+from jaxpuct.muzero.config import MuZeroConfig  # noqa: E402
+from jaxpuct.muzero.model import MuZeroModel  # noqa: E402
+from jaxpuct.muzero.networks import init_network  # noqa: E402
+
+ROWS, COLUMNS = 6, 7
+# A tiny network and search: the rules, not the play, are under test.
+TINY = dict(game="connect_four", network_kind="resnet", channels=4, num_blocks=0,
+            hidden=(8,), batch_size=6, segment_length=30, num_simulations=2,
+            buffer_size=512, train_batch_size=8, train_steps=1, td_steps=42)
+
+
+def _wins(stones: np.ndarray) -> bool:
+    """Four of ``stones [6, 7]`` in a row, a column or a diagonal."""
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for r in range(ROWS):
+            for c in range(COLUMNS):
+                cells = [(r + i * dr, c + i * dc) for i in range(4)]
+                if all(0 <= rr < ROWS and 0 <= cc < COLUMNS and stones[rr, cc]
+                       for rr, cc in cells):
+                    return True
+    return False
+
+
+def _landing_row(occupied: np.ndarray, column: int) -> int:
+    """The row a stone dropped in ``column`` lands on (row 0 is the top, as pgx's
+    observation)."""
+    empty = np.flatnonzero(~occupied[:, column])
+    return int(empty.max())
+
+
+def test_a_segment_follows_the_rules_and_restarts_ended_games():
+    config = MuZeroConfig(**TINY)
+    graphdef, params = init_network(config.network, 7, (ROWS, COLUMNS, 2), 0)
+    model = MuZeroModel(graphdef, zero_sum=True)
+    games = board_game.fresh_games("connect_four", jax.random.key(1), config.batch_size)
+    games, segment = board_game.play_segment(config, model, params, games, jax.random.key(2))
+    t = segment.trajectories
+    obs, action, reward, ended = (np.asarray(x) for x in (t.obs, t.action, t.reward,
+                                                          t.episode_end))
+    legal, policy = np.asarray(t.legal), np.asarray(t.policy)
+    final_plies = np.asarray(segment.final_plies)
+    rows, steps = action.shape
+    assert obs.shape == (rows, steps, ROWS, COLUMNS, 2) and obs.dtype == np.bool_
+    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
+    assert np.all(policy[~legal] == 0)
+    assert np.all(np.asarray(t.written))
+    endings = 0
+    for b in range(rows):
+        plies = int(np.sum(obs[b, 0]))  # stones on the board: plies played
+        for s in range(steps):
+            mine, theirs = obs[b, s, ..., 0], obs[b, s, ..., 1]
+            occupied = mine | theirs
+            np.testing.assert_array_equal(legal[b, s], ~occupied[0])  # a column has room
+            column = int(action[b, s])
+            assert legal[b, s, column]
+            after = mine.copy()
+            after[_landing_row(occupied, column), column] = True
+            won, full = _wins(after), bool(np.all(after | theirs))
+            assert reward[b, s] == (1.0 if won else 0.0)
+            assert ended[b, s] == (won or full)
+            plies += 1
+            assert final_plies[b, s] == (plies if ended[b, s] else 0)
+            if s + 1 == steps:
+                continue
+            if ended[b, s]:
+                endings += 1
+                assert not obs[b, s + 1].any()  # a fresh game
+                plies = 0
+            else:  # the opponent to move: the planes swap
+                np.testing.assert_array_equal(obs[b, s + 1, ..., 0], theirs)
+                np.testing.assert_array_equal(obs[b, s + 1, ..., 1], after)
+    assert endings > 0  # 30 random-ish plies of 6 games: some end (else the test is weak)
+    # The running game is cut, bootstrapped with the model's value of where it stopped.
+    np.testing.assert_array_equal(np.asarray(segment.truncated), ~ended[:, -1])
+    env = board_game.game("connect_four").environment
+    value = model.root(params, env.observe(games.state), env.legal_mask(games.state)).value
+    np.testing.assert_allclose(np.asarray(segment.truncation_value), np.asarray(value),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_one_iteration_of_the_example_with_its_evaluation_against_mcts(tmp_path):
+    pytest.importorskip("pyspiel")
+    from examples import muzero as example
+
+    flags = [f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+             for k, v in TINY.items()]
+    rows = []
+    example.run(example.config_lib.from_namespace(
+        MuZeroConfig, example.build_parser(example.game_defaults(flags)).parse_args(flags)),
+        iterations=1, run_dir=str(tmp_path), log=rows.append, eval_every=1,
+        eval_games=2, eval_simulations=2, opponent_simulations=2)
+    row = json.loads(rows[-1])
+    assert row["mcts_games"] == 2 and row["mcts_wins"] + row["mcts_draws"] + row[
+        "mcts_losses"] == 2
+    assert row["env_steps"] == TINY["batch_size"] * TINY["segment_length"]
+    assert 0 <= row["mcts_score_low"] <= row["mcts_score"] <= row["mcts_score_high"] <= 1
+    assert np.isfinite(row["loss"])
+    assert (tmp_path / "metrics.jsonl").read_text().strip().splitlines()[-1] == rows[-1]
+    assert json.loads((tmp_path / "config.json").read_text())["game"] == "connect_four"
+
+
+def test_connect_four_configuration_is_checked():
+    with pytest.raises(ValueError, match="network_kind"):
+        MuZeroConfig(game="tic_tac_toe", network_kind="resnet")
+    config = MuZeroConfig(**TINY)
+    assert (config.zero_sum, config.signed_discount, config.max_plies, config.num_actions) == (
+        True, -1.0, 42, 7)
+    assert config.network.kind == "resnet" and config.network.num_blocks == 0
+    with pytest.raises(ValueError, match="num_samples"):
+        MuZeroConfig(**TINY, policy="sampled", num_samples=8)
