@@ -35,8 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     me = p.add_argument_group("jaxpuct player")
-    me.add_argument("--run-dir", help="a training run: its network plays (default: a pure "
-                    "search, see --value)")
+    me.add_argument("--run-dir", help="a training run (examples/selfplay.py's, or "
+                    "examples/muzero.py's on connect_four): its network plays (default: a "
+                    "pure search, see --value)")
     me.add_argument("--step", type=int, help="checkpoint of --run-dir (default: the newest)")
     me.add_argument("--game", choices=arena.ARENA_GAMES,
                     help="the game (a run's own game with --run-dir)")
@@ -87,6 +88,15 @@ def json_problem(path: str) -> str | None:
     return None if why is None else f"--json {path!r} is not writable: {why}"
 
 
+def _is_muzero_run(run_dir: str) -> bool:
+    """A run of ``examples/muzero.py`` (its saved config has MuZero's fields)."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        return False
+    with open(path) as f:
+        return "unroll_steps" in json.load(f)
+
+
 def main(argv: list[str] | None = None) -> arena.MatchResult:
     args = build_parser().parse_args(argv)
     problem = games_problem(args.games) or (args.json and json_problem(args.json))
@@ -95,7 +105,10 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
     try:
         bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
                             uct_c=args.uct_c, rollouts=args.rollouts, solve=args.solve)
-        if args.run_dir:
+        if args.run_dir and _is_muzero_run(args.run_dir):
+            from examples import muzero
+            agent, game, who = muzero.network_agent(args.run_dir, args.step, args.simulations)
+        elif args.run_dir:
             agent, game, who = arena.network_agent(args.run_dir, args.step, args.simulations)
             if args.game and args.game != game:
                 sys.exit(f"error: --game {args.game}, but {args.run_dir!r} trained {game}")

@@ -251,6 +251,26 @@ def evaluate_against_mcts(config: MuZeroConfig, model: MuZeroModel, params: Any,
             "mcts_seconds": round(time.time() - tic, 1)}
 
 
+def network_agent(run_dir: str, step: int | None = None, num_simulations: int | None = None
+                  ) -> tuple[Any, str, str]:
+    """The greedy search of a board-game run of this example (``--run-dir``) with
+    the network of checkpoint ``step`` (default: the newest intact one), as a
+    :func:`jaxpuct.alphazero.arena.play_match` agent: ``(agent, game,
+    description)``."""
+    config = checkpoints.load_config(run_dir, MuZeroConfig)
+    if config.game != "connect_four":
+        raise ValueError(f"{run_dir!r} trained {config.game!r}; the arena plays connect_four")
+    graphdef, _, template = initial_state(config)
+    ts = checkpoints.restore_checkpoint(run_dir, template, config, step=step)
+    n = config.num_simulations if num_simulations is None else num_simulations
+    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
+    agent = board_game.arena_agent(dataclasses.replace(config, num_simulations=n), model,
+                                   ts.params)
+    description = (f"jaxpuct MuZero ({config.policy}) of {run_dir} at iteration "
+                   f"{int(ts.iteration)}, {n} simulations, greedy")
+    return agent, config.game, description
+
+
 def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=print,
         eval_every: int = 10, checkpoint_every: int = 0, resume: bool = False,
         max_minutes: float = 0.0, eval_games: int = 64, eval_simulations: int = 256,

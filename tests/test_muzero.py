@@ -169,6 +169,26 @@ def test_latents_are_min_max_scaled_and_the_heads_have_the_support():
     assert planes[0, 1, 1, 0] == 1 and planes[1, 0, 0, 1] == 1
 
 
+def test_latent_scaling_differentiates_as_jnp_min_and_max():
+    """Values and gradients of ``scale_latent`` equal the plain formula's with
+    ``jnp.min`` / ``jnp.max`` (ties at the extremes split the gradient), on rows
+    with several tied zeros and a tied maximum, as ReLU latents have."""
+    x = jax.nn.relu(jax.random.normal(jax.random.key(3), (4, 12)))
+    x = x.at[1].set(jnp.where(x[1] > 0, 2.0, x[1])).at[2].set(0.0)  # ties; a constant row
+    cotangent = jax.random.normal(jax.random.key(4), x.shape)
+
+    def plain(x):
+        low, high = jnp.min(x, 1, keepdims=True), jnp.max(x, 1, keepdims=True)
+        return (x - low) / jnp.maximum(high - low, 1e-5)
+
+    ours = jax.jit(jax.value_and_grad(lambda x: jnp.sum(networks.scale_latent(x, 1e-5)
+                                                        * cotangent)))(x)
+    theirs = jax.value_and_grad(lambda x: jnp.sum(plain(x) * cotangent))(x)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5, atol=1e-6)
+    assert np.all(np.isfinite(np.asarray(ours[1])))
+
+
 def test_recurrent_fn_is_batch_independent_and_passes_the_discount():
     model, params = tiny_model()
     model = dataclasses.replace(model, zero_sum=True)

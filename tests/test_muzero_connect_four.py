@@ -126,3 +126,23 @@ def test_connect_four_configuration_is_checked():
     assert config.network.kind == "resnet" and config.network.num_blocks == 0
     with pytest.raises(ValueError, match="num_samples"):
         MuZeroConfig(**TINY, policy="sampled", num_samples=8)
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path):
+    """The checkpoint holds everything a run continues from (network, optimiser,
+    buffer, the games in progress, the key): one iteration, a resume and a second
+    iteration end exactly where two uninterrupted iterations do."""
+    from examples import muzero as example
+    from jaxpuct.alphazero import checkpoints
+
+    config = MuZeroConfig(**TINY)
+    quiet = [].append
+    whole, split = str(tmp_path / "whole"), str(tmp_path / "split")
+    example.run(config, 2, whole, log=quiet, eval_every=0, checkpoint_every=1)
+    example.run(config, 1, split, log=quiet, eval_every=0, checkpoint_every=1)
+    example.run(config, 2, split, log=quiet, eval_every=0, checkpoint_every=1, resume=True)
+    template = example.initial_state(config)[2]
+    a, b = (checkpoints.restore_checkpoint(d, template, config) for d in (whole, split))
+    assert int(a.iteration) == int(b.iteration) == 2
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -148,13 +148,35 @@ def head_scalar(out: jax.Array, support: Support | None) -> jax.Array:
     return out if support is None else logits_to_scalar(out, support)
 
 
+def _extreme(flat: jax.Array, largest: bool) -> jax.Array:
+    """``[B, 1]``: the max (or min) of each row of ``flat [B, F]``, differentiated
+    as ``jnp.max`` is (the gradient split among the elements equal to it), except
+    where none is: XLA:CPU at optimisation level 0 recomputed the operand of the
+    connect-four ResNet with other rounding, no element equalled the extreme, and
+    ``jnp.max``'s rule gave 0 / 0 = NaN. There the extreme gets no gradient."""
+
+    @jax.custom_jvp
+    def extreme(x):
+        return (jnp.max if largest else jnp.min)(x, axis=1, keepdims=True)
+
+    @extreme.defjvp
+    def _(primals, tangents):
+        (x,), (dx,) = primals, tangents
+        value = extreme(x)
+        at = (x == value).astype(dx.dtype)
+        count = jnp.maximum(jnp.sum(at, axis=1, keepdims=True), 1.0)
+        return value, jnp.sum(dx * at, axis=1, keepdims=True) / count
+
+    return extreme(flat)
+
+
 def scale_latent(latent: jax.Array, epsilon: float) -> jax.Array:
     """Min-max scaling to ``[0, 1]`` of each sample over all its features
     (appendix G): ``[B, ...] -> [B, ...]``."""
-    axes = tuple(range(1, latent.ndim))
-    low = jnp.min(latent, axis=axes, keepdims=True)
-    high = jnp.max(latent, axis=axes, keepdims=True)
-    return (latent - low) / jnp.maximum(high - low, epsilon)
+    flat = latent.reshape(latent.shape[0], -1)
+    low, high = _extreme(flat, largest=False), _extreme(flat, largest=True)
+    scaled = (flat - low) / jnp.maximum(high - low, epsilon)
+    return scaled.reshape(latent.shape)
 
 
 def action_planes(action: jax.Array, num_actions: int, board: tuple[int, int]) -> jax.Array:
