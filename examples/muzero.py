@@ -201,6 +201,13 @@ def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, 
     return params, opt_state, buffer, {k: v / steps for k, v in sums.items()}, target
 
 
+@functools.cache
+def _optimizer(loss: training.LossConfig):
+    """One optimiser object per loss config: ``train_step`` takes it as a static
+    argument, so a second run in the process (a resume) reuses its compilation."""
+    return training.make_optimizer(loss)
+
+
 def observation_spec(config: MuZeroConfig) -> tuple[tuple[int, ...], Any]:
     """One observation's shape and the buffer's dtype for it."""
     if config.game == "2048":
@@ -216,7 +223,7 @@ def initial_state(config: MuZeroConfig) -> tuple[Any, Any, TrainState]:
     init_key, key = jax.random.split(jax.random.key(config.seed))
     obs_shape, obs_dtype = observation_spec(config)
     graphdef, params = init_network(config.network, config.num_actions, obs_shape, init_key)
-    optimizer = training.make_optimizer(config.loss)
+    optimizer = _optimizer(config.loss)
     boards_key, key = jax.random.split(key)
     boards = None
     if config.game == "2048":

@@ -96,25 +96,44 @@ def test_a_segment_follows_the_rules_and_restarts_ended_games():
                                rtol=1e-5, atol=1e-6)
 
 
-def test_one_iteration_of_the_example_with_its_evaluation_against_mcts(tmp_path):
+def test_the_example_evaluates_against_mcts_resumes_bit_for_bit_and_plays_the_arena(
+        tmp_path):
+    """``examples/muzero.py --game connect_four`` from its flags: one iteration with
+    its evaluation against MCTSBot, then ``--resume`` for a second one, ends
+    exactly where two uninterrupted iterations do (the checkpoint holds the network,
+    optimiser, buffer, games in progress and key; the evaluation draws no training
+    randomness); ``examples/arena.py`` recognises the run and plays it."""
     pytest.importorskip("pyspiel")
+    from examples import arena as arena_example
     from examples import muzero as example
+    from jaxpuct.alphazero import checkpoints
 
     flags = [f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
              for k, v in TINY.items()]
-    rows = []
-    example.run(example.config_lib.from_namespace(
-        MuZeroConfig, example.build_parser(example.game_defaults(flags)).parse_args(flags)),
-        iterations=1, run_dir=str(tmp_path), log=rows.append, eval_every=1,
-        eval_games=2, eval_simulations=2, opponent_simulations=2)
+    config = example.config_lib.from_namespace(
+        MuZeroConfig, example.build_parser(example.game_defaults(flags)).parse_args(flags))
+    assert all(getattr(config, k) == v for k, v in TINY.items())
+    split, whole, rows = str(tmp_path / "split"), str(tmp_path / "whole"), []
+    example.run(config, 1, split, log=rows.append, eval_every=1, checkpoint_every=1,
+                eval_games=2, eval_simulations=2, opponent_simulations=2)
     row = json.loads(rows[-1])
     assert row["mcts_games"] == 2 and row["mcts_wins"] + row["mcts_draws"] + row[
         "mcts_losses"] == 2
     assert row["env_steps"] == TINY["batch_size"] * TINY["segment_length"]
     assert 0 <= row["mcts_score_low"] <= row["mcts_score"] <= row["mcts_score_high"] <= 1
     assert np.isfinite(row["loss"])
-    assert (tmp_path / "metrics.jsonl").read_text().strip().splitlines()[-1] == rows[-1]
-    assert json.loads((tmp_path / "config.json").read_text())["game"] == "connect_four"
+    assert (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()[-1] == rows[-1]
+    quiet = [].append
+    example.run(config, 2, split, log=quiet, eval_every=0, checkpoint_every=1, resume=True)
+    example.run(config, 2, whole, log=quiet, eval_every=0, checkpoint_every=1)
+    template = example.initial_state(config)[2]
+    a, b = (checkpoints.restore_checkpoint(d, template, config) for d in (whole, split))
+    assert int(a.iteration) == int(b.iteration) == 2
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    result = arena_example.main(["--run-dir", split, "--opponent", "random", "--games", "2",
+                                 "--simulations", "2"])
+    assert result.game == "connect_four" and result.total.games == 2
 
 
 def test_connect_four_configuration_is_checked():
@@ -126,23 +145,3 @@ def test_connect_four_configuration_is_checked():
     assert config.network.kind == "resnet" and config.network.num_blocks == 0
     with pytest.raises(ValueError, match="num_samples"):
         MuZeroConfig(**TINY, policy="sampled", num_samples=8)
-
-
-def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path):
-    """The checkpoint holds everything a run continues from (network, optimiser,
-    buffer, the games in progress, the key): one iteration, a resume and a second
-    iteration end exactly where two uninterrupted iterations do."""
-    from examples import muzero as example
-    from jaxpuct.alphazero import checkpoints
-
-    config = MuZeroConfig(**TINY)
-    quiet = [].append
-    whole, split = str(tmp_path / "whole"), str(tmp_path / "split")
-    example.run(config, 2, whole, log=quiet, eval_every=0, checkpoint_every=1)
-    example.run(config, 1, split, log=quiet, eval_every=0, checkpoint_every=1)
-    example.run(config, 2, split, log=quiet, eval_every=0, checkpoint_every=1, resume=True)
-    template = example.initial_state(config)[2]
-    a, b = (checkpoints.restore_checkpoint(d, template, config) for d in (whole, split))
-    assert int(a.iteration) == int(b.iteration) == 2
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

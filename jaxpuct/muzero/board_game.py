@@ -153,17 +153,19 @@ def play_segment(config: MuZeroConfig, model: MuZeroModel, params: Any, games: G
     return run_segment(config.game, search, value, config.segment_length, games, key)
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _greedy_action(config: MuZeroConfig, model: MuZeroModel, params: Any, keys: jax.Array,
+                   state: PgxState) -> jax.Array:
+    env = game(config.game).environment
+    out = search_roots(config, model, params, keys, env.observe(state), env.legal_mask(state),
+                       greedy=True)
+    return out.action
+
+
 def arena_agent(config: MuZeroConfig, model: MuZeroModel, params: Any
                 ) -> Callable[[jax.Array, PgxState], jax.Array]:
     """The greedy MuZero search of ``config`` (no noise, the most visited move;
     Gumbel: no Gumbel noise) as a :func:`jaxpuct.alphazero.arena.play_match`
-    agent: ``(keys [B], pgx states [B]) -> actions [B]``, jitted."""
-    env = game(config.game).environment
-
-    @jax.jit
-    def act(keys, state):
-        out = search_roots(config, model, params, keys, env.observe(state),
-                           env.legal_mask(state), greedy=True)
-        return out.action
-
-    return act
+    agent: ``(keys [B], pgx states [B]) -> actions [B]``, jitted (one compilation
+    per ``config`` and ``model``, whatever the parameters)."""
+    return functools.partial(_greedy_action, config, model, params)
