@@ -115,3 +115,21 @@ def test_mismatches_are_caught(monkeypatch):
     monkeypatch.setattr(ab, "_rolls", shifted)
     with pytest.raises(arena.ArenaMismatchError, match="dice differ"):
         ab.play_match(ab.random_agent(0), arena.BotSpec(kind="random"), num_games=2, seed=1)
+
+
+def test_pure_search_agent_moves_within_the_given_mask():
+    """The stochastic search over the pgx split picks one of the micro-moves it is
+    given (the arena's narrowing to OpenSpiel's turns), not any pgx move."""
+    import jax
+
+    from jaxpuct.envs import pgx_backgammon as bg
+    agent, description = ab.pure_search_agent(4)
+    assert "4 simulations" in description
+    state = bg.init(jax.random.PRNGKey(0), 1)
+    legal = np.asarray(state.legal_action_mask)
+    options = np.flatnonzero(legal[0])
+    narrowed = np.zeros_like(legal)
+    narrowed[0, options[-2:]] = True
+    action = int(np.asarray(agent(jax.random.split(jax.random.PRNGKey(1), 1), state,
+                                  narrowed))[0])
+    assert action in options[-2:]
