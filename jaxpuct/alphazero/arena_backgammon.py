@@ -66,6 +66,7 @@ import numpy as np
 
 from jaxpuct.alphazero.arena import ArenaMismatchError, BotSpec, MatchResult, _score, make_bot
 from jaxpuct.envs import pgx_backgammon as bg
+from jaxpuct.stochastic import ChanceBackup
 
 __all__ = ["BackgammonAgent", "BackgammonResult", "OPENSPIEL_PARAMS", "check_legal_sets",
            "load_openspiel_game", "openspiel_action", "openspiel_board", "openspiel_filter",
@@ -274,19 +275,25 @@ def _rolls(os_game: Any) -> tuple[dict[tuple[int, int], int], list[tuple[int, in
     state = os_game.new_initial_state()
     opening = {}
     for outcome, _ in state.chance_outcomes():
-        roll = re.search(r"roll: (\d)(\d)", state.action_to_string(-1, outcome)).groups()
-        opening[(int(roll[0]), int(roll[1]))] = outcome
+        opening[_roll_of(state.action_to_string(-1, outcome))] = outcome
     state.apply_action(state.chance_outcomes()[0][0])
     state.apply_action(state.legal_actions()[0])
     while not state.is_chance_node():  # a double's second half
         state.apply_action(state.legal_actions()[0])
     dice, probs = [], []
     for outcome, prob in state.chance_outcomes():
-        roll = re.search(r"roll: (\d)(\d)", state.action_to_string(-1, outcome)).groups()
-        dice.append((int(roll[0]), int(roll[1])))
+        dice.append(_roll_of(state.action_to_string(-1, outcome)))
         probs.append(prob)
         assert outcome == len(dice) - 1
     return opening, dice, np.asarray(probs)
+
+
+def _roll_of(text: str) -> tuple[int, int]:
+    """The two dice of OpenSpiel's chance-outcome string ``"... (roll: 31)"``."""
+    found = re.search(r"roll: (\d)(\d)", text)
+    if found is None:
+        raise ArenaMismatchError(f"no roll in OpenSpiel's chance outcome {text!r}")
+    return int(found.group(1)), int(found.group(2))
 
 
 def _opening_outcome(opening: dict, dice: np.ndarray) -> int:
@@ -307,7 +314,7 @@ def random_agent(seed: int = 0) -> BackgammonAgent:
 
 
 def pure_search_agent(num_simulations: int, value: str = "rollouts",
-                      chance_backup: str = "expectation", max_steps: int = 2000
+                      chance_backup: ChanceBackup = "expectation", max_steps: int = 2000
                       ) -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` over pgx backgammon
     (:mod:`jaxpuct.envs.pgx_backgammon`): uniform prior, ``value`` ``"rollouts"``

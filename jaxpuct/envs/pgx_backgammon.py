@@ -118,7 +118,7 @@ def _finish(env_state: PgxState) -> PgxState:
 
 def _decision_one(s: PgxState, action: jax.Array) -> Afterstate:
     bg = _rules()
-    moved = bg._update_by_action(s.replace(_step_count=s._step_count + 1), action)
+    moved: PgxState = bg._update_by_action(s.replace(_step_count=s._step_count + 1), action)
     won = bg._is_all_off(moved._board)
     ends_turn = ~won & (bg._is_turn_end(moved) | (action // 6 == 0))
     flipped = moved.replace(
