@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> None:
                                f"[{time.perf_counter() - tic:7.1f} s] {line}", flush=True))
     print(result.report())
     print(f"{result.match.seconds:.0f} s ({result.match.bot_seconds:.0f} s in the bot), "
-          f"{result.agent_searches} searches, {int(result.match.plies.sum())} micro-moves, "
+          f"{result.agent_searches} searches for {result.agent_moves} OpenSpiel moves, "
+          f"{int(result.match.plies.sum())} micro-moves, "
           f"{result.bar_backgammons} backgammons from the bar (OpenSpiel 3, pgx 2)")
     if args.json:
         total = result.match.total
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
                        "seconds": result.match.seconds,
                        "bot_seconds": result.match.bot_seconds,
                        "agent_searches": result.agent_searches,
+                       "agent_moves": result.agent_moves,
                        "bar_backgammons": result.bar_backgammons}, f, indent=1)
 
 

@@ -362,12 +362,14 @@ class BackgammonResult:
         on the bar; see the module docstring).
       agent_searches: micro-moves the agent was asked for (forced ones are played
         without it).
+      agent_moves: OpenSpiel moves the agent made (a double counts two).
     """
 
     match: MatchResult
     points: np.ndarray
     bar_backgammons: int
     agent_searches: int
+    agent_moves: int = 0
 
     def report(self) -> str:
         return "\n".join([self.match.report(),
@@ -428,7 +430,7 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
         games.append(_Game(os_state, make_bot(bot, os_game, 1 - agent_os,
                                               (seed + g) % _SEED_RANGE), agent_os))
     rewards = np.zeros((b, 2), np.float64)
-    bot_seconds, searches, done_before = 0.0, 0, 0
+    bot_seconds, searches, agent_moves, done_before = 0.0, 0, 0, 0
     for it in range(_MAX_MICRO_MOVES):
         legal, terminal, player, board, dice, new_rewards = jax.device_get(
             (state.legal_action_mask, state.terminated, state.current_player, state._board,
@@ -505,6 +507,7 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
                     continue
                 game.os.apply_action(game.turns[key_])
                 game.turns, game.played = None, []
+                agent_moves += 1
             elif game.queue:
                 if new_terminal[g] and game.queue == [NO_OP]:
                     game.queue = []  # the pass after the last checker is borne off
@@ -537,7 +540,7 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
                         plies=plies, seconds=time.perf_counter() - start,
                         bot_seconds=bot_seconds)
     return BackgammonResult(match=match, points=points, bar_backgammons=bar_backgammons,
-                            agent_searches=searches)
+                            agent_searches=searches, agent_moves=agent_moves)
 
 
 def _check_outcomes(os_states: list, rewards: np.ndarray, first_id: np.ndarray,
