@@ -1,0 +1,80 @@
+"""A pure jaxpuct search against OpenSpiel's MCTSBot (or random bot) at backgammon.
+
+    # both with 100 simulations: jaxpuct per micro-move (one checker), MCTSBot per move
+    python -m examples.arena_backgammon --simulations 100 --opponent-simulations 100 \\
+        --games 16
+
+pgx's backgammon (``jaxpuct.envs.pgx_backgammon``, searched by
+``jaxpuct.stochastic_policy``) against OpenSpiel's, the same dice on both sides, every
+move, position and result cross-checked (``jaxpuct/alphazero/arena_backgammon.py``).
+Prints W/D/L by colour with the score's 95% Wilson interval and the points per game.
+Needs OpenSpiel: ``pip install 'jaxpuct[openspiel]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+from jaxpuct.alphazero import arena
+from jaxpuct.alphazero import arena_backgammon as ab
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m examples.arena_backgammon",
+                                description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--simulations", type=int, default=100,
+                   help="jaxpuct's simulations per micro-move search")
+    p.add_argument("--value", choices=("zero", "rollouts"), default="rollouts")
+    p.add_argument("--chance-backup", choices=("visits", "expectation"),
+                   default="expectation")
+    p.add_argument("--opponent", choices=("mcts", "random"), default="mcts")
+    p.add_argument("--opponent-simulations", type=int, default=100)
+    p.add_argument("--uct-c", type=float, default=2.0)
+    p.add_argument("--solve", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--games", type=int, default=16, help="games, half per colour")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="also write the result to this file")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.games < 2 or args.games % 2:
+        sys.exit(f"error: --games must be even and at least 2, got {args.games}")
+    agent, description = ab.pure_search_agent(args.simulations, args.value,
+                                              args.chance_backup)
+    bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
+                        uct_c=args.uct_c, solve=args.solve)
+    print(f"{description}\nagainst {bot.describe()}, {args.games} games", flush=True)
+    tic = time.perf_counter()
+    result = ab.play_match(agent, bot, args.games, seed=args.seed,
+                           progress=lambda line: print(
+                               f"[{time.perf_counter() - tic:7.1f} s] {line}", flush=True))
+    print(result.report())
+    print(f"{result.match.seconds:.0f} s ({result.match.bot_seconds:.0f} s in the bot), "
+          f"{result.agent_searches} searches for {result.agent_moves} OpenSpiel moves, "
+          f"{int(result.match.plies.sum())} micro-moves, "
+          f"{result.bar_backgammons} backgammons from the bar (OpenSpiel 3, pgx 2)")
+    if args.json:
+        total = result.match.total
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "agent": description, "bot": bot.describe(),
+                       "first": dataclasses.asdict(result.match.first),
+                       "second": dataclasses.asdict(result.match.second),
+                       "total": dataclasses.asdict(total),
+                       "points": result.points.tolist(),
+                       "plies": result.match.plies.tolist(),
+                       "seconds": result.match.seconds,
+                       "bot_seconds": result.match.bot_seconds,
+                       "agent_searches": result.agent_searches,
+                       "agent_moves": result.agent_moves,
+                       "bar_backgammons": result.bar_backgammons}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

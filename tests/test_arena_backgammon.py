@@ -1,0 +1,135 @@
+"""Backgammon in the OpenSpiel arena: move translation, lockstep cross-checks."""
+
+import numpy as np
+import pytest
+
+pyspiel = pytest.importorskip("pyspiel")
+pytest.importorskip("pgx")
+
+from jaxpuct.alphazero import arena  # noqa: E402
+from jaxpuct.alphazero import arena_backgammon as ab  # noqa: E402
+
+
+def _random_positions(seed: int, count: int):
+    """OpenSpiel decision nodes along one random game (with its chance draws)."""
+    rng = np.random.default_rng(seed)
+    state = ab.load_openspiel_game().new_initial_state()
+    out = []
+    while not state.is_terminal() and len(out) < count:
+        if state.is_chance_node():
+            outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+            state.apply_action(int(rng.choice(outcomes, p=probs)))
+            continue
+        out.append(state.clone())
+        state.apply_action(int(rng.choice(state.legal_actions())))
+    return out
+
+
+def test_openspiel_actions_round_trip_through_pgx_micro_moves():
+    """Every legal OpenSpiel action of a random game -> pgx micro-moves -> the same
+    action, as OpenSpiel's own ``checker_moves_to_spiel_move`` decodes and encodes it;
+    pgx's micro-moves name the same checkers and dice as OpenSpiel's."""
+    checked = doubles = passes = 0
+    for state in _random_positions(seed=0, count=400):
+        player, dice = state.current_player(), ab.openspiel_dice(state)
+        doubles += dice[0] == dice[1]
+        for action in state.legal_actions():
+            moves = state.spiel_move_to_checker_moves(player, action)
+            assert state.checker_moves_to_spiel_move(moves) == action
+            micro = ab.pgx_micro_moves(state, action)
+            assert ab.openspiel_action(player, dice, micro) == action
+            for move, m in zip(moves, micro, strict=False):  # micro stops at a pass
+                if move.pos == -1:
+                    assert m // 6 == 0  # a pass is pgx's no-op
+                    passes += 1
+                    continue
+                assert m % 6 + 1 == move.num
+                point = move.pos if player == 0 else 23 - move.pos
+                assert m // 6 == (1 if move.pos == 100 else 2 + point)
+            checked += 1
+    assert checked > 1000 and doubles > 0 and passes > 0
+
+
+def test_opening_board_from_the_movers_view():
+    state = ab.load_openspiel_game().new_initial_state()
+    state.apply_action(1)  # "O starts, roll 21"
+    assert state.current_player() == 1
+    board = ab.openspiel_board(state)
+    expected = np.zeros(28, int)
+    expected[[0, 11, 16, 18]] = [2, 5, 3, 5]  # pgx's _make_init_board
+    expected[[5, 7, 12, 23]] = [-5, -3, -5, -2]
+    np.testing.assert_array_equal(board, expected)
+    assert ab.openspiel_dice(state) == (1, 2)
+
+
+def test_random_games_agree_move_by_move():
+    """Random agents on both sides, to the end: same dice, positions, players, legal
+    turns (pgx's under OpenSpiel's rule) at every OpenSpiel move, same results."""
+    result = ab.play_match(ab.random_agent(0), arena.BotSpec(kind="random"), num_games=2,
+                           seed=1)
+    assert result.match.total.games == 2 and 0 < result.agent_searches < 2 * result.agent_moves
+    assert set(np.abs(result.points)) <= {1.0, 2.0, 3.0}
+    assert (result.match.plies > 50).all()
+
+
+def test_openspiel_filter_applies_the_dice_rules():
+    """pgx allows a first move after which the other die cannot be played; OpenSpiel
+    keeps only two-move turns, or, when one move is the most, the larger die."""
+    first = np.zeros(156, bool)
+    stops = np.zeros(156, bool)
+    second = np.zeros((156, 156), bool)
+    a, b, c = 6 * 2 + 0, 6 * 5 + 3, 6 * 7 + 3  # die 1 from point 0; die 4 from 3 and 5
+    first[[a, b, c]] = True
+    second[a, 0:6] = True  # after a: stuck (only the no-op)
+    second[b, 6 * 4 + 0] = True  # after b: die 1 from point 2
+    second[c, 0:6] = True
+    assert ab.openspiel_filter(first, stops, second) == [(b, 6 * 4 + 0)]
+    second[b] = False
+    second[b, 0:6] = True  # no two-move turn: only the larger die (4)
+    assert ab.openspiel_filter(first, stops, second) == [(b, 0), (c, 0)]
+    first[:] = False
+    first[0:6] = True  # stuck from the start: OpenSpiel's pass
+    assert ab.openspiel_filter(first, stops, second) == [(0,)]
+
+
+def test_mismatches_are_caught(monkeypatch):
+    state = _random_positions(seed=2, count=3)[-1]
+    turns = [ab.pgx_micro_moves(state, a) for a in state.legal_actions()]
+    with pytest.raises(arena.ArenaMismatchError, match="game 5, .*: legal turns differ"):
+        ab.check_legal_sets(state, turns[1:], "backgammon game 5, micro-move 9")
+    board = ab.openspiel_board(state)
+    dice = np.asarray(ab.openspiel_dice(state)) - 1
+    board[24] += 1
+    with pytest.raises(arena.ArenaMismatchError, match="boards differ"):
+        ab._check_position(state, board, dice, state.current_player(), "here")
+    with pytest.raises(arena.ArenaMismatchError, match="OpenSpiel player"):
+        ab._check_position(state, ab.openspiel_board(state), dice,
+                           1 - state.current_player(), "here")
+    # pgx rolls other dice than OpenSpiel: caught at the next OpenSpiel move.
+    rolls = ab._rolls
+
+    def shifted(os_game):
+        opening, dice, probs = rolls(os_game)
+        return opening, dice[1:] + dice[:1], probs
+
+    monkeypatch.setattr(ab, "_rolls", shifted)
+    with pytest.raises(arena.ArenaMismatchError, match="dice differ"):
+        ab.play_match(ab.random_agent(0), arena.BotSpec(kind="random"), num_games=2, seed=1)
+
+
+def test_pure_search_agent_moves_within_the_given_mask():
+    """The stochastic search over the pgx split picks one of the micro-moves it is
+    given (the arena's narrowing to OpenSpiel's turns), not any pgx move."""
+    import jax
+
+    from jaxpuct.envs import pgx_backgammon as bg
+    agent, description = ab.pure_search_agent(4)
+    assert "4 simulations" in description
+    state = bg.init(jax.random.PRNGKey(0), 1)
+    legal = np.asarray(state.legal_action_mask)
+    options = np.flatnonzero(legal[0])
+    narrowed = np.zeros_like(legal)
+    narrowed[0, options[-2:]] = True
+    action = int(np.asarray(agent(jax.random.split(jax.random.PRNGKey(1), 1), state,
+                                  narrowed))[0])
+    assert action in options[-2:]
