@@ -35,6 +35,7 @@ import sys
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxpuct.alphazero.config import SelfPlayConfig, flag
@@ -167,13 +168,22 @@ def _from_disk(template: Any, restored: Any) -> Any:
     return restored
 
 
+def _placed_like(template: Any, restored: Any) -> Any:
+    """``restored`` uncommitted where ``template`` is: orbax returns committed
+    arrays, and jit keys its cache on that, so a resumed run compiled every
+    function a second time (the MuZero example's play and train steps)."""
+    if isinstance(template, jax.Array) and not template.committed:
+        return jnp.asarray(np.asarray(restored))
+    return restored
+
+
 def _restore(path: str, template: Any) -> Any:
     """The checkpoint at ``path`` in ``template``'s structure, shapes and shardings."""
     import orbax.checkpoint as ocp
     with ocp.StandardCheckpointer() as ckptr:
         saved = ckptr.metadata(path).item_metadata
         restored = ckptr.restore(path, _abstract(_on_disk(template, saved)))
-    return _from_disk(template, restored)
+    return jax.tree.map(_placed_like, template, _from_disk(template, restored))
 
 
 def _read(run_dir: str, step: int, template: Any) -> Any:
