@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from jaxpuct.envs.pgx_games import PgxGame, PgxState, make_pgx_game
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
-from jaxpuct.muzero.selfplay import Trajectories, search_roots
+from jaxpuct.muzero.selfplay import Trajectories, batch_major, search_roots, step_record
 
 __all__ = ["GameSegment", "Games", "arena_agent", "fresh_games", "game", "play_segment",
            "run_segment"]
@@ -112,10 +112,8 @@ def _ply(name: str, search: Search, games: Games, key: jax.Array):
     nxt = Games(jax.tree.map(lambda f, a: jnp.where(
         ended.reshape(ended.shape + (1,) * (a.ndim - 1)), f, a), fresh, after),
         jnp.where(ended, 0, plies))
-    record = (obs, out.action, reward, out.action_weights, out.search_tree.summary().value,
-              ended, legal, jnp.where(ended, plies, 0), jnp.where(ended, reward, 0.0),
-              getattr(out, "sampled_actions", None))
-    return nxt, record
+    return nxt, (step_record(obs, legal, out, reward, ended),
+                 (jnp.where(ended, plies, 0), jnp.where(ended, reward, 0.0)))
 
 
 def run_segment(name: str, search: Search, value: Value, length: int, games: Games,
@@ -126,14 +124,10 @@ def run_segment(name: str, search: Search, value: Value, length: int, games: Gam
     env = game(name).environment
     games, records = jax.lax.scan(functools.partial(_ply, name, search), games,
                                   jax.random.split(key, length))
-    (obs, action, reward, policy, root_value, ended, legal, final_plies, final_reward,
-     sampled) = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), records)
-    steps = Trajectories(obs=obs, action=action, reward=reward, policy=policy,
-                         root_value=root_value, episode_end=ended,
-                         written=jnp.ones(ended.shape, jnp.bool_), legal=legal,
-                         policy_actions=sampled)
+    steps, (final_plies, final_reward) = batch_major(records)
     bootstrap = value(env.observe(games.state), env.legal_mask(games.state))
-    return games, GameSegment(steps, truncated=~ended[:, -1], truncation_value=bootstrap,
+    return games, GameSegment(steps, truncated=~steps.episode_end[:, -1],
+                              truncation_value=bootstrap,
                               final_plies=final_plies, final_reward=final_reward)
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from jaxpuct.envs import pgx_2048
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
-from jaxpuct.muzero.selfplay import Trajectories, search_roots
+from jaxpuct.muzero.selfplay import Trajectories, batch_major, search_roots, step_record
 
 __all__ = ["BoardSearch", "BoardValue", "Boards", "Segment", "evaluate", "evaluation_games",
            "fresh_boards", "move_boards", "muzero_search", "observe", "play_segment",
@@ -147,19 +147,13 @@ def run_segment(search: BoardSearch, value: BoardValue, length: int, boards: Boa
     def step(boards, key):
         nxt, (out, legal, reward, ended, final_score, final_moves) = move_boards(
             search, key, boards, greedy=False)
-        return nxt, (observe(boards.board), out.action, reward, out.action_weights,
-                     out.search_tree.summary().value, ended, legal, final_score, final_moves,
-                     getattr(out, "sampled_actions", None))
+        return nxt, (step_record(observe(boards.board), legal, out, reward, ended),
+                     (final_score, final_moves))
 
     boards, records = jax.lax.scan(step, boards, jax.random.split(key, length))
-    (obs, action, reward, policy, root_value, ended, legal, final_score, final_moves,
-     sampled) = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), records)
-    steps = Trajectories(obs=obs, action=action, reward=reward, policy=policy,
-                         root_value=root_value, episode_end=ended,
-                         written=jnp.ones(ended.shape, jnp.bool_), legal=legal,
-                         policy_actions=sampled)
+    steps, (final_score, final_moves) = batch_major(records)
     # The game running after the last move is cut there, not ended.
-    return boards, Segment(steps, truncated=~ended[:, -1],
+    return boards, Segment(steps, truncated=~steps.episode_end[:, -1],
                            truncation_value=value(boards.board), final_score=final_score,
                            final_moves=final_moves)
 

@@ -36,8 +36,8 @@ from jaxpuct.sampled import SampledPolicyOutput
 from jaxpuct.selection import MinMaxBounds
 from jaxpuct.testing import tictactoe as ttt
 
-__all__ = ["Trajectories", "evaluate_games", "evaluate_optimal_moves", "observe", "play_games",
-           "search", "search_roots"]
+__all__ = ["Trajectories", "batch_major", "evaluate_games", "evaluate_optimal_moves", "observe",
+           "play_games", "search", "search_roots", "step_record"]
 
 OBS_SHAPE = (18,)
 MAX_PLIES = 9
@@ -62,6 +62,24 @@ class Trajectories(NamedTuple):
     written: jax.Array
     legal: jax.Array
     policy_actions: jax.Array | None = None
+
+
+def step_record(obs: jax.Array, legal: jax.Array, out: Any, reward: jax.Array,
+                ended: jax.Array) -> Trajectories:
+    """One searched step of ``B`` games kept alive across it (the segments of
+    :mod:`.game_2048` and :mod:`.board_game`) as a :class:`Trajectories` row of
+    ``[B, ...]`` leaves, written everywhere: ``obs`` and ``legal [B, A]`` the
+    searched positions, ``out`` the search's output, ``reward [B]`` the step's,
+    ``ended [B]`` it ended the game."""
+    return Trajectories(obs=obs, action=out.action, reward=reward, policy=out.action_weights,
+                        root_value=out.search_tree.summary().value, episode_end=ended,
+                        written=jnp.ones(ended.shape, jnp.bool_), legal=legal,
+                        policy_actions=getattr(out, "sampled_actions", None))
+
+
+def batch_major(records: Any) -> Any:
+    """A scan's stacked records, ``[T, B, ...] -> [B, T, ...]``."""
+    return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), records)
 
 
 def observe(state: ttt.State) -> jax.Array:
