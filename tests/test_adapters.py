@@ -261,12 +261,6 @@ def test_game_sizes(name, num_actions, obs_shape):
         name, num_actions, obs_shape)
 
 
-def test_importing_jaxpuct_does_not_import_pgx():
-    code = ("import sys, jaxpuct.envs.adapter, jaxpuct.alphazero.networks, jaxpuct.envs.pgx_games; "
-            "assert 'pgx' not in sys.modules, 'pgx imported'")
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
 def _zeroed_mlp():
     """``(graphdef, params)`` of a tic-tac-toe MLP with every variable 0 (logits 0,
     value 0: a uniform network), built abstractly, with no computation."""

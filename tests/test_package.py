@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from pathlib import Path
 
 import jaxpuct
 
@@ -31,21 +32,29 @@ def test_import_jaxpuct_loads_no_training_game_or_plotting_library():
 
 
 def test_subpackages_are_attributes_loaded_on_first_use():
+    # One interpreter for every check that a fresh import needs (each costs seconds):
+    # drawing loads matplotlib, not importing jaxpuct.visualize; the training networks
+    # and the game adapters load pgx only when a game is made.
     code = ("import sys, jaxpuct\n"
             "subs = ('alphazero', 'envs', 'memory', 'muzero', 'testing', 'visualize')\n"
             "print(sorted(s for s in subs if 'jaxpuct.' + s in sys.modules))\n"
             "print(callable(jaxpuct.testing.check_tree), 'jaxpuct.testing' in sys.modules)\n"
             "print(callable(jaxpuct.memory.trees_that_fit), callable(jaxpuct.visualize.to_dot))\n"
+            "print('matplotlib' in sys.modules)\n"
             "print(jaxpuct.envs.__name__, 'testing' in dir(jaxpuct))\n"
             "print(jaxpuct.muzero.__name__, 'flax' in sys.modules, 'muzero' in dir(jaxpuct))\n"
+            "import jaxpuct.envs.adapter, jaxpuct.alphazero.networks, jaxpuct.envs.pgx_games\n"
+            "print('pgx' in sys.modules)\n"
             "try:\n"
             "    jaxpuct.no_such_name\n"
             "except AttributeError as err:\n"
             "    print(err)\n")
+    # From the checkout's root, so that this checkout's jaxpuct is the one imported.
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+                         check=True, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.splitlines() == [
-        "[]", "True True", "True True", "jaxpuct.envs True", "jaxpuct.muzero True True",
+        "[]", "True True", "True True", "False", "jaxpuct.envs True",
+        "jaxpuct.muzero True True", "False",
         "module 'jaxpuct' has no attribute 'no_such_name'"]
 
 

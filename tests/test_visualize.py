@@ -5,9 +5,6 @@ and the call is checked, not its picture) and its matplotlib fallback (run)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -236,14 +233,6 @@ def test_render_bad_arguments(kwargs, error):
         visualize.render(GOLDEN, **kwargs)
     with pytest.raises(ValueError, match="dot_text"):
         visualize.render("graph {}", "t.png", engine="matplotlib")
-
-
-def test_visualize_imports_matplotlib_only_to_draw():
-    code = "import sys, jaxpuct.visualize; print('matplotlib' in sys.modules)"
-    # From the checkout's root, so that this checkout's jaxpuct is the one imported.
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[1])
-    assert out.stdout.strip() == "False"
 
 
 def test_index_picks_one_tree_of_the_batch():
