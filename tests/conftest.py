@@ -63,11 +63,38 @@ def pytest_collection_finish(session) -> None:
     gc.freeze()
 
 
+# ------------------------------------------------------ the order files are handed out
+# Under `-n 2 --dist loadfile` a worker takes the next file when it is free, so a heavy
+# file handed out last runs alone on one core at the end. xdist's default order (most
+# tests first) did that to the heaviest few-test files: test_distributed.py (2 tests,
+# about 39 CPU-s) and the MuZero connect-four example's file came last. The files
+# below go first, heaviest first (CPU seconds of one profile, JAXPUCT_TEST_PROFILE
+# below, rounded: an order, not a measurement to keep exact); the rest follow in
+# collection order.
+_HEAVY_FILES = {"test_reliability.py": 110, "test_composition.py": 77, "test_guide.py": 63,
+                "test_search.py": 42, "test_distributed.py": 39, "test_bad_values.py": 34,
+                "test_selfplay.py": 32, "test_multileaf.py": 29, "test_sampled.py": 26,
+                "test_gumbel.py": 24, "test_testing.py": 22, "test_stochastic.py": 22,
+                "test_muzero.py": 22, "test_muzero_connect_four.py": 20,
+                "test_adapters.py": 19, "test_solver.py": 19, "test_sampled_muzero.py": 17,
+                "test_device_run.py": 17, "test_pendulum.py": 16,
+                "test_training_targets.py": 15, "test_muzero_2048.py": 15}
+
+
+def pytest_configure(config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's own reordering: off
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    items.sort(key=lambda item: -_HEAVY_FILES.get(item.path.name, 0))  # stable
+
+
 # ------------------------------------------------------------- where the time goes
 # JAXPUCT_TEST_PROFILE=FILE appends, per test, its CPU seconds (its subprocesses'
-# included), JAX's own trace / lowering / XLA-compile seconds and the number of XLA
-# compiles (tab-separated), to see what a slow test spends its time on before
-# shrinking it.
+# included), JAX's own trace / lowering / XLA-compile seconds, the number of XLA
+# compiles, the xdist worker and the test's end time (tab-separated), to see what a
+# slow test spends its time on before shrinking it, and where the workers sat idle.
 _PROFILE = os.environ.get("JAXPUCT_TEST_PROFILE")
 if _PROFILE:
     import time
@@ -104,4 +131,6 @@ if _PROFILE:
         with open(_PROFILE, "a") as out:
             fields = [f"{_totals.get(k, 0.0):.2f}" for k in ("trace", "lower", "compile")]
             fields.append(str(int(_totals.get("compiles", 0))))
+            # Which worker ran it and when it ended: the suite's idle tail shows there.
+            fields += [os.environ.get("PYTEST_XDIST_WORKER", "-"), f"{time.time():.1f}"]
             out.write(f"{item.nodeid}\t{cpu:.2f}\t" + "\t".join(fields) + "\n")
