@@ -53,13 +53,12 @@ class Walk(Replaceable):
     def leaf_edge(self) -> tuple[jax.Array, jax.Array]:
         """``(parent, action)`` of the last edge walked, ``[B]`` (or ``[K, B]``)."""
         last = jnp.maximum(self.num_edges - 1, 0)[..., None]
-        return (jnp.take_along_axis(self.path_nodes, last, axis=-1)[..., 0],
-                jnp.take_along_axis(self.path_actions, last, axis=-1)[..., 0])
+        return (_take_column(self.path_nodes, last), _take_column(self.path_actions, last))
 
     def leaf_node(self) -> jax.Array:
         """The node at the end of the path, ``[B]`` (or ``[K, B]``): the last edge's
         child where it has one (else its parent; not read by the callers then)."""
-        return jnp.take_along_axis(self.path_nodes, self.num_edges[..., None], axis=-1)[..., 0]
+        return _take_column(self.path_nodes, self.num_edges[..., None])
 
     def one(self, k: int | jax.Array) -> Walk:
         """Walk ``k`` of a stack of ``[K, B]`` walks."""
@@ -70,6 +69,14 @@ class Walk(Replaceable):
     def num_walks(self) -> int:
         """``K`` (1 for a walk without the leading axis)."""
         return 1 if self.num_edges.ndim == 1 else self.num_edges.shape[0]
+
+
+def _take_column(path: jax.Array, column: jax.Array) -> jax.Array:
+    """``path [..., C]`` at ``column [..., 1]``, in range by construction (``0 <=
+    num_edges <= D``): promised to the gather, which then needs no clamping or
+    negative-index wrapping (92 lowered operations for the two reads of
+    :meth:`Walk.leaf_edge` became 38, and the search calls it at every step)."""
+    return jnp.take_along_axis(path, column, axis=-1, mode="promise_in_bounds")[..., 0]
 
 
 class _WalkState(NamedTuple):
