@@ -51,6 +51,7 @@ search's ``jit``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -378,11 +379,19 @@ def init_network(config: NetworkConfig, num_actions: int | GaussianActions,
         initialisers much faster on CPU than the default threefry).
 
     The initialisation runs as one jitted program: built eagerly, every
-    initialiser of a Flax module is dispatched (and compiled) on its own.
+    initialiser of a Flax module is dispatched (and compiled) on its own. The
+    program is compiled once per ``(config, num_actions, obs_shape)`` and key
+    type, whatever the key.
     """
-    def build():
-        return MuZeroNetwork(config, num_actions, obs_shape, rngs=nnx.Rngs(key))
+    shape = tuple(obs_shape) if isinstance(obs_shape, Sequence) else obs_shape
+    if isinstance(key, int):
+        key = jax.random.key(key)  # what nnx.Rngs does with an int seed
+    graphdef, _ = nnx.split(nnx.eval_shape(
+        lambda: MuZeroNetwork(config, num_actions, shape, rngs=nnx.Rngs(key))))
+    return graphdef, _init_state(config, num_actions, shape, key)
 
-    graphdef, _ = nnx.split(nnx.eval_shape(build))
-    state = jax.jit(lambda: nnx.split(build())[1])()
-    return graphdef, state
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _init_state(config: NetworkConfig, num_actions: int | GaussianActions,
+                obs_shape: tuple[int, ...] | int, key: jax.Array) -> nnx.State:
+    return nnx.split(MuZeroNetwork(config, num_actions, obs_shape, rngs=nnx.Rngs(key)))[1]

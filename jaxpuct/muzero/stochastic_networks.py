@@ -27,6 +27,7 @@ family exists so far; ``kind="resnet"`` is refused.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -164,12 +165,18 @@ class StochasticMuZeroNetwork(nnx.Module):
 def init_stochastic_network(config: NetworkConfig, num_actions: int, num_codes: int,
                             obs_shape: Sequence[int] | int, key: int | jax.Array = 0
                             ) -> tuple[nnx.GraphDef, nnx.State]:
-    """A new network, split: ``(graphdef, state)``; built as one jitted program, as
-    :func:`.networks.init_network` does."""
-    def build():
-        return StochasticMuZeroNetwork(config, num_actions, num_codes, obs_shape,
-                                       rngs=nnx.Rngs(key))
+    """A new network, split: ``(graphdef, state)``; built as one jitted program,
+    compiled once per configuration, as :func:`.networks.init_network` does."""
+    shape = tuple(obs_shape) if isinstance(obs_shape, Sequence) else obs_shape
+    if isinstance(key, int):
+        key = jax.random.key(key)  # what nnx.Rngs does with an int seed
+    graphdef, _ = nnx.split(nnx.eval_shape(lambda: StochasticMuZeroNetwork(
+        config, num_actions, num_codes, shape, rngs=nnx.Rngs(key))))
+    return graphdef, _init_state(config, num_actions, num_codes, shape, key)
 
-    graphdef, _ = nnx.split(nnx.eval_shape(build))
-    state = jax.jit(lambda: nnx.split(build())[1])()
-    return graphdef, state
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _init_state(config: NetworkConfig, num_actions: int, num_codes: int,
+                obs_shape: tuple[int, ...] | int, key: jax.Array) -> nnx.State:
+    return nnx.split(StochasticMuZeroNetwork(config, num_actions, num_codes, obs_shape,
+                                             rngs=nnx.Rngs(key)))[1]
