@@ -59,7 +59,7 @@ import numpy as np
 
 from jaxpuct.alphazero import checkpoints, rundir
 from jaxpuct.alphazero import config as config_lib
-from jaxpuct.muzero import board_game, game_2048, reanalyse, replay, selfplay, training
+from jaxpuct.muzero import board_game, game_2048, reanalyse, replay, selfplay, symmetry, training
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
 from jaxpuct.muzero.networks import init_network
@@ -166,6 +166,10 @@ def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buf
             jax.random.fold_in(key, config.train_steps + step), search,
             fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,
             td_steps=config.td_steps, discount=config.signed_discount, bootstrap=bootstrap)
+    if config.symmetry_augment:
+        # After reanalyse, which searches the stored (unmoved) positions.
+        batch = symmetry.random_augment(
+            batch, jax.random.fold_in(key, 2 * config.train_steps + step))
     params, opt_state, metrics = training.train_step(graphdef, optimizer, config.loss,
                                                      params, opt_state, batch)
     priorities = None

@@ -91,6 +91,10 @@ class MuZeroConfig:
       minmax_bounds: node (each node's own min-max Q bounds, as mctx) or tree (one
         pair per search, as the MuZero pseudocode's MinMaxStats); alphazero and
         sampled.
+      symmetry_augment: move each training unroll by one of the 8 rotations and
+        reflections of the board, drawn per row (start observation, every
+        action of the unroll and its policy targets together;
+        jaxpuct.muzero.symmetry); tic_tac_toe only.
     """
 
     game: str = _choice("tic_tac_toe", GAMES)
@@ -120,6 +124,7 @@ class MuZeroConfig:
     reanalyse_fraction: float = _at_least(0.0, 0.0)
     target_update_every: int = _at_least(0, 0)
     minmax_bounds: str = _choice("node", ("node", "tree"))
+    symmetry_augment: bool = False
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -140,6 +145,9 @@ class MuZeroConfig:
                              f"{GAME_ACTIONS[self.game]} actions, got {self.num_samples!r}.")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"MuZeroConfig.discount must be in (0, 1], got {self.discount!r}.")
+        if self.symmetry_augment:
+            from jaxpuct.muzero.symmetry import check_game
+            check_game(self.game)
         if self.network_kind == "resnet" and self.game != "connect_four":
             raise ValueError(f"MuZeroConfig.network_kind 'resnet' needs a board observation "
                              f"[H, W, C] (game connect_four), got game {self.game!r}.")
