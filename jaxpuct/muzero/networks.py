@@ -53,7 +53,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import jax
@@ -65,7 +65,7 @@ from jaxpuct.muzero.value_transform import Support, logits_to_scalar
 from jaxpuct.sampled import DiscreteActions, GaussianActions
 
 __all__ = ["MuZeroNetwork", "NetworkConfig", "Trunk", "action_planes", "head_scalar",
-           "init_network", "scale_latent"]
+           "init_network", "init_split", "scale_latent"]
 
 Kind = Literal["mlp", "resnet"]
 
@@ -384,14 +384,20 @@ def init_network(config: NetworkConfig, num_actions: int | GaussianActions,
     type, whatever the key.
     """
     shape = tuple(obs_shape) if isinstance(obs_shape, Sequence) else obs_shape
+    return init_split(MuZeroNetwork, (config, num_actions, shape), key)
+
+
+def init_split(module: Callable[..., nnx.Module], args: tuple, key: int | jax.Array
+               ) -> tuple[nnx.GraphDef, nnx.State]:
+    """``(graphdef, state)`` of ``module(*args, rngs=nnx.Rngs(key))``, the state from
+    one jitted program compiled once per ``(module, args)`` (hashable: frozen
+    configs, ints, tuples) and key type, whatever the key's value."""
     if isinstance(key, int):
         key = jax.random.key(key)  # what nnx.Rngs does with an int seed
-    graphdef, _ = nnx.split(nnx.eval_shape(
-        lambda: MuZeroNetwork(config, num_actions, shape, rngs=nnx.Rngs(key))))
-    return graphdef, _init_state(config, num_actions, shape, key)
+    graphdef, _ = nnx.split(nnx.eval_shape(lambda: module(*args, rngs=nnx.Rngs(key))))
+    return graphdef, _init_state(module, args, key)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _init_state(config: NetworkConfig, num_actions: int | GaussianActions,
-                obs_shape: tuple[int, ...] | int, key: jax.Array) -> nnx.State:
-    return nnx.split(MuZeroNetwork(config, num_actions, obs_shape, rngs=nnx.Rngs(key)))[1]
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _init_state(module: Callable[..., nnx.Module], args: tuple, key: jax.Array) -> nnx.State:
+    return nnx.split(module(*args, rngs=nnx.Rngs(key)))[1]

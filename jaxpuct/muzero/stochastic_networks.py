@@ -27,7 +27,6 @@ family exists so far; ``kind="resnet"`` is refused.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
@@ -35,7 +34,14 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from jaxpuct.muzero.networks import NetworkConfig, Trunk, head_output, head_width, scale_latent
+from jaxpuct.muzero.networks import (
+    NetworkConfig,
+    Trunk,
+    head_output,
+    head_width,
+    init_split,
+    scale_latent,
+)
 
 __all__ = ["StochasticMuZeroNetwork", "commitment_loss", "init_stochastic_network",
            "straight_through_code"]
@@ -168,15 +174,4 @@ def init_stochastic_network(config: NetworkConfig, num_actions: int, num_codes: 
     """A new network, split: ``(graphdef, state)``; built as one jitted program,
     compiled once per configuration, as :func:`.networks.init_network` does."""
     shape = tuple(obs_shape) if isinstance(obs_shape, Sequence) else obs_shape
-    if isinstance(key, int):
-        key = jax.random.key(key)  # what nnx.Rngs does with an int seed
-    graphdef, _ = nnx.split(nnx.eval_shape(lambda: StochasticMuZeroNetwork(
-        config, num_actions, num_codes, shape, rngs=nnx.Rngs(key))))
-    return graphdef, _init_state(config, num_actions, num_codes, shape, key)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
-def _init_state(config: NetworkConfig, num_actions: int, num_codes: int,
-                obs_shape: tuple[int, ...] | int, key: jax.Array) -> nnx.State:
-    return nnx.split(StochasticMuZeroNetwork(config, num_actions, num_codes, obs_shape,
-                                             rngs=nnx.Rngs(key)))[1]
+    return init_split(StochasticMuZeroNetwork, (config, num_actions, num_codes, shape), key)
