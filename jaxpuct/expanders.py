@@ -109,8 +109,23 @@ def evaluate_walks(params: Any, rng_key: jax.Array, tree: Tree, walks: Walk,
     (the layout of the path records) and the expander's counts."""
     batch_size, num_walks = tree.batch_size, walks.num_walks
     parents, actions = walks.leaf_edge()
-    embedding = jax.tree.map(
-        lambda x: row_take(x, parents.T).reshape((-1,) + x.shape[2:]), tree.embeddings)
+
+    def gather(nodes: jax.Array) -> Any:
+        return jax.tree.map(
+            lambda x: row_take(x, nodes.T).reshape((-1,) + x.shape[2:]), tree.embeddings)
+
+    # The parents' embeddings are gathered inside a conditional (its predicate is
+    # always true) so that they are materialised once. Gathered plainly, XLA
+    # re-gathers them inside every fusion that reads them; those reads of the
+    # stored arrays are not ordered before the new nodes' writes, so at B = 1
+    # (where the writes are in-place dynamic-update-slices) XLA copied every
+    # embedding array of the tree twice per simulation to keep the old values:
+    # 2.4x the time of a B = 1 tic-tac-toe simulation on CPU
+    # (``benchmarks/single_search.py``). A conditional's results are buffers of
+    # their own, and nothing else reads the stored arrays before the writes.
+    # The other branch (the root's embeddings, any dtype) never runs.
+    embedding = jax.lax.cond(jnp.all(parents >= 0), gather,
+                             lambda nodes: gather(jnp.zeros_like(nodes)), parents)
     flat, counts = expander(params, rng_key, embedding, actions.T.reshape(-1),
                             walks.expand.T.reshape(-1))
     leaves = jax.tree.map(
