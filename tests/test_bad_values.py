@@ -109,6 +109,23 @@ def test_traced_out_of_range_values_are_caught_under_checkify():
         err.throw()
 
 
+def test_values_known_at_trace_time_leave_no_check_in_the_program():
+    # A checkify check in a program is an effect, even where it cannot fire, and
+    # an effect keeps jax.jit off its C++ dispatch path on every call. Concrete
+    # values were checked at trace time, so the programs carry no effect.
+    def alphazero(key):
+        return _policy(temperature=1.0, dirichlet_fraction=0.25).action
+
+    def gumbel(key):
+        return jaxpuct.gumbel_policy(None, key, _root(), _bandit_recurrent_fn, 4,
+                                     gumbel_scale=1.0).action
+
+    for policy in (alphazero, gumbel):
+        assert jax.make_jaxpr(policy)(jax.random.PRNGKey(0)).effects == set(), policy
+    traced = jax.make_jaxpr(lambda t: _policy(temperature=t).action)(jnp.float32(1.0))
+    assert traced.effects != set()  # the traced temperature keeps its check
+
+
 def test_traced_negative_temperature_without_checkify_is_greedy_as_documented():
     out = jax.jit(lambda t: _policy(temperature=t))(jnp.array([-1.0, 0.0]))
     weights = np.asarray(out.action_weights)
