@@ -146,15 +146,17 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: jax.Array,
         node = path_nodes[:, depth]
         action = path_actions[:, depth]
         count = row_take(state.edge_visits, node, action)
-        node_visits, edge_visits = _shift_visits(state, node, action, count,
-                                                 jnp.where(on_path, n_vl, 0))
+        delta = jnp.where(on_path, n_vl, 0)
+        node_visits, edge_visits = _shift_visits(state, node, action, count, delta)
         values, saved = state.node_values, state.saved_values
         stamps, firsts = state.stamp, state.first
         if config.mode == "loss":
             safe, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
             reward, discount = _edge_reward_discount(tree, node, action, safe)
             old = row_take(values, safe)
-            n = count.astype(jnp.float32)
+            # The edge's count read back from the updated counts: a second read of
+            # the old ones, not ordered before their write, would make XLA copy them.
+            n = (row_take(edge_visits, node, action) - delta).astype(jnp.float32)
             pending = jnp.float32(config.size)
             q = reward + discount * old
             q_eff = (n * q + pending * config.value) / jnp.maximum(n + pending, 1.0)
