@@ -164,7 +164,7 @@ def run(params: Any, keys: SearchKeys, tree: Tree, expander: Expander, rule: Sel
                                     state.buffers.path_actions, state.marks)
             tree, buffers, stamp = state.tree, walk, state.stamp
             walks = jax.tree.map(lambda x: x[None], walk)
-        leaves, counts = evaluate_walks(params, step_keys[step], tree, walks, expander)
+        leaves, counts = evaluate_walks(params, step_keys[step], tree, walks, expander, step)
         tree = backup(tree, walks, leaves, after_walk)
         counts = jax.tree.map(jnp.add, state.counts, counts)
         return _LoopState(tree, marks, stamp, buffers, counts)

@@ -103,10 +103,14 @@ class RecurrentExpander:
 
 
 def evaluate_walks(params: Any, rng_key: jax.Array, tree: Tree, walks: Walk,
-                   expander: Expander) -> tuple[NodeData, Any]:
+                   expander: Expander, step: jax.Array | None = None) -> tuple[NodeData, Any]:
     """Calls ``expander`` once on the last edges of ``walks [K, B]`` (one call on
     ``[B * K]`` rows, row ``b * K + k``) and returns the new nodes ``[K, B, ...]``
-    (the layout of the path records) and the expander's counts."""
+    (the layout of the path records) and the expander's counts.
+
+    ``step`` (a scalar ``>= 0``, the search loop's counter) only serves as the
+    always-true predicate below, one that needs no reduction over a batch that may
+    be split across devices; without it the predicate reads the parents."""
     batch_size, num_walks = tree.batch_size, walks.num_walks
     parents, actions = walks.leaf_edge()
 
@@ -123,9 +127,11 @@ def evaluate_walks(params: Any, rng_key: jax.Array, tree: Tree, walks: Walk,
     # 2.4x the time of a B = 1 tic-tac-toe simulation on CPU
     # (``benchmarks/single_search.py``). A conditional's results are buffers of
     # their own, and nothing else reads the stored arrays before the writes.
-    # The other branch (the root's embeddings, any dtype) never runs.
-    embedding = jax.lax.cond(jnp.all(parents >= 0), gather,
-                             lambda nodes: gather(jnp.zeros_like(nodes)), parents)
+    # Either branch gives the same result (row_take clamps a negative index to 0),
+    # so the predicate only has to be unknown to the compiler.
+    always = jnp.all(parents >= 0) if step is None else jnp.asarray(step) >= 0
+    embedding = jax.lax.cond(always, gather,
+                             lambda nodes: gather(jnp.maximum(nodes, 0)), parents)
     flat, counts = expander(params, rng_key, embedding, actions.T.reshape(-1),
                             walks.expand.T.reshape(-1))
     leaves = jax.tree.map(
