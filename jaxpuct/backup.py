@@ -97,14 +97,14 @@ def backup_path(tree: Tree, walk: Walk, leaf_return: jax.Array) -> Tree:
         on_path = depth < walk.num_edges
         node = walk.path_nodes[:, depth]
         action = walk.path_actions[:, depth]
-        step = on_path.astype(jnp.int32)
+        added = on_path.astype(jnp.int32)
         # A set of the gathered count (not a scatter-add) lets XLA update the
         # carried array in place. The statistics below read the count back from
         # the updated array: a read of the old array that does not feed this
         # write could run after it, so XLA would copy the [B, N] counts twice
         # per depth step to keep the old ones (it did at B = 1).
-        visits = row_set(state.node_visits, node, row_take(state.node_visits, node) + step)
-        count = (row_take(visits, node) - step).astype(jnp.float32)
+        visits = row_set(state.node_visits, node, row_take(state.node_visits, node) + added)
+        count = (row_take(visits, node) - added).astype(jnp.float32)
         value = row_take(state.node_values, node)
         new_value = (value * count + ret) / (count + 1.0)
         values = row_set(state.node_values, node, jnp.where(on_path, new_value, value))
