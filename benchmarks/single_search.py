@@ -10,6 +10,9 @@ other), ``S`` simulations each:
   timed around ``bot.step(state)`` (it builds a new tree on every call);
 * ``zero``: jaxpuct's ``alphazero_policy`` with a uniform prior and a zero value
   (:mod:`jaxpuct.testing.pure_search`), one leaf per step;
+* ``mctx`` (``--variants ...,mctx``): ``mctx.muzero_policy`` with the same uniform
+  prior and zero value (mctx's own selection rule), for the ratio between the two
+  libraries at ``B = 1``;
 * ``rollout K=k``: the same search whose leaf value is one uniform random rollout
   to the end of the game (:mod:`jaxpuct.envs.rollouts`, ``mix = 1``, as
   MCTSBot's evaluator), ``leaves_per_step = k``: the ``k`` leaves of a step are
@@ -88,6 +91,36 @@ def jaxpuct_search(game: str, sims: int, value: str, leaves: int):
     return jax.jit(search)
 
 
+def mctx_search(game: str, sims: int):
+    """``(key) -> action [1]``: ``mctx.muzero_policy`` (its own rule) with the same
+    uniform prior and zero value, jitted, from ``game``'s initial position."""
+    import mctx
+
+    from jaxpuct.envs import adapter
+    from jaxpuct.envs.pgx_games import make_pgx_game
+    from jaxpuct.testing.pure_search import zero_apply
+
+    pgx_game = make_pgx_game(game)
+    apply_fn = zero_apply(pgx_game.num_actions)
+    root_fn = adapter.make_root_fn(apply_fn, pgx_game.environment)
+    recurrent_fn = adapter.make_recurrent_fn(apply_fn, pgx_game.environment)
+
+    def mctx_recurrent_fn(params, rng_key, action, state):
+        out, state = recurrent_fn(params, rng_key, action, state)
+        return mctx.RecurrentFnOutput(reward=out.reward, discount=out.discount,
+                                      prior_logits=out.prior_logits, value=out.value), state
+
+    def search(key):
+        root = root_fn(None, key, pgx_game.init(jax.random.PRNGKey(0), 1))
+        return mctx.muzero_policy(
+            None, key, mctx.RootFnOutput(prior_logits=root.prior_logits, value=root.value,
+                                         embedding=root.embedding),
+            mctx_recurrent_fn, sims, invalid_actions=~root.legal_action_mask,
+            dirichlet_fraction=0.0, temperature=0.0).action
+
+    return jax.jit(search)
+
+
 def mctsbot_search(game: str, sims: int):
     """``(seed) -> action``: a new ``pyspiel.MCTSBot`` searching the initial state."""
     import pyspiel
@@ -113,6 +146,8 @@ def run_game(game: str, sims: int, reps: int, ks: list[int], variants: list[str]
         fns["mctsbot (C++, rollout)"] = ("bot", mctsbot_search(game, sims))
     if "zero" in variants:
         fns["jaxpuct zero K=1"] = ("jax", jaxpuct_search(game, sims, "zero", 1))
+    if "mctx" in variants:
+        fns["mctx.muzero_policy zero"] = ("jax", mctx_search(game, sims))
     if "rollout" in variants:
         for k in ks:
             fns[f"jaxpuct rollout K={k}"] = ("jax", jaxpuct_search(game, _round_up(sims, k),
