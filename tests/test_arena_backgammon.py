@@ -133,3 +133,23 @@ def test_pure_search_agent_moves_within_the_given_mask():
     action = int(np.asarray(agent(jax.random.split(jax.random.PRNGKey(1), 1), state,
                                   narrowed))[0])
     assert action in options[-2:]
+
+
+def test_cli_arguments():
+    """The example's flags parse to what the match is given, and a number of games
+    that cannot be split evenly between the colours is refused before anything is
+    compiled."""
+    from examples import arena_backgammon as cli
+    args = cli.build_parser().parse_args(
+        ["--simulations", "8", "--value", "zero", "--chance-backup", "visits",
+         "--opponent", "random", "--no-solve", "--games", "4", "--seed", "3"])
+    assert (args.simulations, args.value, args.chance_backup, args.opponent, args.solve,
+            args.games, args.seed) == (8, "zero", "visits", "random", False, 4, 3)
+    defaults = cli.build_parser().parse_args([])
+    assert (defaults.value, defaults.chance_backup, defaults.opponent, defaults.solve) == (
+        "rollouts", "expectation", "mcts", True)
+    for games in ("3", "0"):
+        with pytest.raises(SystemExit, match="--games must be even and at least 2"):
+            cli.main(["--games", games])
+    with pytest.raises(SystemExit):  # argparse refuses a value outside the choices
+        cli.build_parser().parse_args(["--value", "network"])
