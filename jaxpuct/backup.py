@@ -153,11 +153,15 @@ def backup_paths(tree: Tree, walks: Walk, leaf_return: jax.Array) -> Tree:
         # the [B, N] counts to read them after it).
         visits = row_add(state.node_visits, node, 1 + jnp.minimum(count_int, 0), tree_axis=1)
         count_after = row_take(visits, safe, tree_axis=1).astype(jnp.float32)
-        # The count before this step, from the updated counts and the number of
-        # walks through the same node at this depth: a second read of the old
-        # counts, not ordered before the scatter-add, would make XLA copy them.
-        same = (node[:, None] == node[None, :]) & on_path[None, :]
-        count = count_after - jnp.sum(same, axis=1, dtype=jnp.float32)
+        if tree.batch_size > 1:
+            count = count_int.astype(jnp.float32)
+        else:
+            # At B = 1 the count before this step comes from the updated counts
+            # and the number of walks through the same node at this depth: a
+            # second read of the old counts, not ordered before the scatter-add,
+            # made XLA copy them (with more trees it does not, and this costs more).
+            same = (node[:, None] == node[None, :]) & on_path[None, :]
+            count = count_after - jnp.sum(same, axis=1, dtype=jnp.float32)
         values = fold(state.node_values, node,
                       row_take(state.node_values, safe, tree_axis=1) * count, ret, count_after)
         edge_visits = row_add(state.edge_visits, (node, action), 1, tree_axis=1)

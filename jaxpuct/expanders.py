@@ -118,20 +118,26 @@ def evaluate_walks(params: Any, rng_key: jax.Array, tree: Tree, walks: Walk,
         return jax.tree.map(
             lambda x: row_take(x, nodes.T).reshape((-1,) + x.shape[2:]), tree.embeddings)
 
-    # The parents' embeddings are gathered inside a conditional (its predicate is
-    # always true) so that they are materialised once. Gathered plainly, XLA
-    # re-gathers them inside every fusion that reads them; those reads of the
-    # stored arrays are not ordered before the new nodes' writes, so at B = 1
-    # (where the writes are in-place dynamic-update-slices) XLA copied every
-    # embedding array of the tree twice per simulation to keep the old values:
-    # 2.4x the time of a B = 1 tic-tac-toe simulation on CPU
-    # (``benchmarks/single_search.py``). A conditional's results are buffers of
-    # their own, and nothing else reads the stored arrays before the writes.
-    # Either branch gives the same result (row_take clamps a negative index to 0),
-    # so the predicate only has to be unknown to the compiler.
-    always = jnp.all(parents >= 0) if step is None else jnp.asarray(step) >= 0
-    embedding = jax.lax.cond(always, gather,
-                             lambda nodes: gather(jnp.maximum(nodes, 0)), parents)
+    if batch_size > 1:
+        # Larger batches keep the writes as scatters, which XLA updates in place
+        # with or without the conditional below (checked on the compiled HLO);
+        # there it would only add its own cost.
+        embedding = gather(parents)
+    else:
+        # At B = 1 the parents' embeddings are gathered inside a conditional (its
+        # predicate is always true) so that they are materialised once. Gathered
+        # plainly, XLA re-gathers them inside every fusion that reads them; those
+        # reads of the stored arrays are not ordered before the new nodes' writes,
+        # which at B = 1 are in-place dynamic-update-slices, so XLA copied every
+        # embedding array of the tree twice per simulation to keep the old
+        # values: 2.4x the time of a B = 1 tic-tac-toe simulation on CPU
+        # (``benchmarks/single_search.py``). A conditional's results are buffers
+        # of their own. Either branch gives the same result (row_take clamps a
+        # negative index to 0), so the predicate only has to be unknown to the
+        # compiler.
+        always = jnp.all(parents >= 0) if step is None else jnp.asarray(step) >= 0
+        embedding = jax.lax.cond(always, gather,
+                                 lambda nodes: gather(jnp.maximum(nodes, 0)), parents)
     flat, counts = expander(params, rng_key, embedding, actions.T.reshape(-1),
                             walks.expand.T.reshape(-1))
     leaves = jax.tree.map(

@@ -158,9 +158,14 @@ def test_a_one_tree_search_copies_no_tree_array_per_step():
     sims = 24
     root = ttt.root(ttt.batch(ttt.all_positions()[:1]))
 
-    def policy(key):
-        return jaxpuct.alphazero_policy(None, key, root, ttt.recurrent_fn, sims,
-                                        dirichlet_fraction=0.0).action
+    # K = 4 leaves per step too: the virtual loss's marks and claims read stamps,
+    # values and children before writing them. (max_depth set apart from the node
+    # count: the step's path buffers are copied per walk, [K, 1, max_depth + 1].)
+    for leaves in (1, 4):
+        def policy(key, leaves=leaves):
+            return jaxpuct.alphazero_policy(None, key, root, ttt.recurrent_fn, sims,
+                                            dirichlet_fraction=0.0, max_depth=9,
+                                            leaves_per_step=leaves).action
 
-    text = jax.jit(policy).lower(jax.random.PRNGKey(0)).compile().as_text()
-    assert _loop_copies_of_tree_arrays(text, sims + 1) == []
+        text = jax.jit(policy).lower(jax.random.PRNGKey(0)).compile().as_text()
+        assert _loop_copies_of_tree_arrays(text, sims + 1) == [], leaves
