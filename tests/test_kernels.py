@@ -1,6 +1,5 @@
 """The launch-cost counter of ``benchmarks/kernels.py``: its HLO reading on a
-hand-written module, and the recorded kernels per depth step of a search; and no
-tree-sized copy in the loops of a one-tree search."""
+hand-written module, and the recorded kernels per depth step of a search."""
 
 import jax
 import pytest
@@ -128,44 +127,3 @@ def test_kernels_per_depth_step_do_not_grow():
     assert cost.depth.kernels <= RECORDED_DEPTH_KERNELS, (
         f"kernels per depth step grew: {cost.depth.kernels:.0f} > "
         f"{RECORDED_DEPTH_KERNELS} recorded (see this file's comment)")
-
-
-def _loop_copies_of_tree_arrays(text: str, num_nodes: int) -> list[str]:
-    """The ``copy`` instructions inside loop bodies (any computation but the entry)
-    whose array has a ``num_nodes``-long axis: a copy of a whole tree array."""
-    copies, in_entry = [], False
-    for line in text.splitlines():
-        if line and not line.startswith(" "):
-            in_entry = line.startswith("ENTRY")
-        if in_entry or " copy(" not in line:
-            continue
-        shape = line.split("=", 1)[1].split("copy(", 1)[0]
-        dims = shape[shape.find("[") + 1:shape.find("]")].split(",")
-        if str(num_nodes) in dims:
-            copies.append(line.strip()[:120])
-    return copies
-
-
-def test_a_one_tree_search_copies_no_tree_array_per_step():
-    # At B = 1 XLA turns the tree's scatters into in-place dynamic-update-slices,
-    # unless some read of the old array is not ordered before the write; then it
-    # copies the whole [1, N, ...] array, twice, on every simulation (or every
-    # backup depth step). Two such reads did: the backup's counts, and the
-    # parents' embeddings (a pytree of several arrays here), which XLA re-gathers
-    # inside every fusion that uses them. jaxpuct.testing.tictactoe's state is a
-    # board, a player and a terminal flag.
-    from jaxpuct.testing import tictactoe as ttt
-    sims = 24
-    root = ttt.root(ttt.batch(ttt.all_positions()[:1]))
-
-    # K = 4 leaves per step too: the virtual loss's marks and claims read stamps,
-    # values and children before writing them. (max_depth set apart from the node
-    # count: the step's path buffers are copied per walk, [K, 1, max_depth + 1].)
-    for leaves in (1, 4):
-        def policy(key, leaves=leaves):
-            return jaxpuct.alphazero_policy(None, key, root, ttt.recurrent_fn, sims,
-                                            dirichlet_fraction=0.0, max_depth=9,
-                                            leaves_per_step=leaves).action
-
-        text = jax.jit(policy).lower(jax.random.PRNGKey(0)).compile().as_text()
-        assert _loop_copies_of_tree_arrays(text, sims + 1) == [], leaves

@@ -331,14 +331,16 @@ def _ttt_search_hlo(state, *, max_nodes, k, graph):
                           max_nodes=max_nodes, max_depth=9, leaves_per_step=k, graph=graph)
 
 
-@pytest.mark.parametrize("k,graph", [(4, None), (1, GRAPH), (4, GRAPH)],
-                         ids=["tree-k4", "graph-k1", "graph-k4"])
-def test_search_step_does_not_copy_tree_sized_arrays(k, graph):
+# Graph search with one tree still copies [1, N] arrays in its loops (not fixed).
+@pytest.mark.parametrize("k,graph,trees", [(4, None, 3), (4, None, 1), (1, GRAPH, 3),
+                                           (4, GRAPH, 3)],
+                         ids=["tree-k4", "tree-k4-one-tree", "graph-k1", "graph-k4"])
+def test_search_step_does_not_copy_tree_sized_arrays(k, graph, trees):
     """As ``test_search.test_simulation_does_not_copy_tree_sized_arrays``, for the
     multi-leaf engine with the value penalty and for graph search (one leaf and
     several): the marks, claims, their undo and the graph's cycle marks are
-    in-place scatters."""
-    state = tictactoe.batch([tictactoe.EMPTY] * 3)
+    in-place scatters; with one tree, in-place dynamic-update-slices."""
+    state = tictactoe.batch([tictactoe.EMPTY] * trees)
     hlo = _ttt_search_hlo.lower(state, max_nodes=777, k=k, graph=graph).compile().as_text()
     assert "777" in hlo
     copies = _copies_in_loops(hlo, "777")

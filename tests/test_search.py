@@ -272,15 +272,19 @@ def _ttt_search(state, *, max_nodes):
                           tictactoe.recurrent_fn, 8, max_nodes=max_nodes)
 
 
-def test_simulation_does_not_copy_tree_sized_arrays():
+@pytest.mark.parametrize("trees", [3, 1])
+def test_simulation_does_not_copy_tree_sized_arrays(trees):
     """A simulation's tree work is O(B * depth), never O(tree size).
 
     A capacity of 777 slots makes every tree-sized shape recognisable in the
     optimised HLO; no such array may be copied inside the simulation loop (a copy
     there costs O(B * N) per simulation or per depth step, so search time grows
-    with the capacity instead of with the work done).
+    with the capacity instead of with the work done). One tree is its own case: XLA
+    turns its writes into in-place dynamic-update-slices, and copies the whole array
+    wherever a read of the old one is not ordered before the write (the backup's
+    counts, the parents' embeddings re-gathered inside every fusion that reads them).
     """
-    state = tictactoe.batch([tictactoe.EMPTY] * 3)
+    state = tictactoe.batch([tictactoe.EMPTY] * trees)
     hlo = _ttt_search.lower(state, max_nodes=777).compile().as_text()
     assert "777" in hlo
     copies = _copies_in_loops(hlo, "777")
