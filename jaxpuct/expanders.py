@@ -109,8 +109,8 @@ def evaluate_walks(params: Any, rng_key: jax.Array, tree: Tree, walks: Walk,
     (the layout of the path records) and the expander's counts.
 
     ``step`` (a scalar ``>= 0``, the search loop's counter) only serves as the
-    always-true predicate below, one that needs no reduction over a batch that may
-    be split across devices; without it the predicate reads the parents."""
+    one-tree path's always-true predicate below, a scalar the compiler cannot fold;
+    without it the predicate reads the parents."""
     batch_size, num_walks = tree.batch_size, walks.num_walks
     parents, actions = walks.leaf_edge()
 
