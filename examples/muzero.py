@@ -391,7 +391,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser(game_defaults(argv)).parse_args(argv)
-    config = config_lib.from_namespace(MuZeroConfig, args)
+    # A schedule without its horizon decays over this run's --iterations.
+    config = config_lib.from_namespace(MuZeroConfig, args).with_decay_over(args.iterations)
     run(config, args.iterations, args.run_dir, eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every, resume=args.resume,
         max_minutes=args.max_minutes, eval_games=args.eval_games,
