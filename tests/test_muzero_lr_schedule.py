@@ -7,6 +7,8 @@ constant default is plain Adam, state and updates; the example resumes a
 scheduled run to the same state as an uninterrupted one.
 """
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -117,26 +119,56 @@ def test_the_example_decays_over_its_iterations(monkeypatch):
     assert MuZeroConfig.from_json(cosine.to_json()) == cosine
 
 
-def test_a_scheduled_run_resumes_to_the_uninterrupted_state(tmp_path):
+def test_polyak_average_is_the_closed_form():
+    params = [{"w": jnp.asarray([1.0, -2.0])}, {"w": jnp.asarray([3.0, 0.5])},
+              {"w": jnp.asarray([-1.0, 4.0])}]
+    average, d = params[0], 0.75
+    for p in params[1:]:
+        average = training.polyak_average(average, p, d)
+    # a_2 = d^2 a_0 + d (1 - d) p_1 + (1 - d) p_2
+    w = [np.asarray(p["w"], np.float64) for p in params]
+    np.testing.assert_allclose(np.asarray(average["w"]),
+                               d * d * w[0] + d * (1 - d) * w[1] + (1 - d) * w[2], rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(training.polyak_average(params[0], params[1],
+                                                                     0.0)["w"]), w[1])
+    with pytest.raises(ValueError, match=r"MuZeroConfig.ema_decay .*\[0, 1\), got 1.0"):
+        MuZeroConfig(ema_decay=1.0)
+
+
+def test_a_scheduled_averaged_run_resumes_to_the_uninterrupted_state(tmp_path):
     """One iteration, then ``resume`` for a second, ends where two uninterrupted
     iterations do: the schedule's step count is in the checkpointed optimiser
-    state, and the horizon in the saved config."""
+    state, the horizon in the saved config, the moving average in the state.
+    The average is the closed form of the iterates, and it is what is evaluated."""
     from examples import muzero as example
     from jaxpuct.alphazero import checkpoints
+    from jaxpuct.muzero import selfplay
+    from jaxpuct.muzero.model import MuZeroModel
 
+    d = 0.5
     config = MuZeroConfig(policy="alphazero", batch_size=2, num_simulations=2, hidden=(8,),
                           latent_size=8, buffer_size=64, train_batch_size=4, train_steps=2,
                           unroll_steps=2, learning_rate=0.05, lr_schedule="cosine",
-                          lr_final_fraction=0.1).with_decay_over(2)
+                          lr_final_fraction=0.1, ema_decay=d).with_decay_over(2)
     assert config.lr_decay_steps == 4
-    split, whole, quiet = str(tmp_path / "split"), str(tmp_path / "whole"), [].append
+    split, whole, quiet, rows = str(tmp_path / "split"), str(tmp_path / "whole"), [].append, []
     example.run(config, 1, split, log=quiet, eval_every=0, checkpoint_every=1)
     example.run(config, 2, split, log=quiet, eval_every=0, checkpoint_every=1, resume=True)
-    example.run(config, 2, whole, log=quiet, eval_every=0, checkpoint_every=1)
-    template = example.initial_state(config)[2]
-    a, b = (checkpoints.restore_checkpoint(d, template, config) for d in (whole, split))
+    example.run(config, 2, whole, log=rows.append, eval_every=0, checkpoint_every=1)
+    graphdef, _, template = example.initial_state(config)
+    a, b = (checkpoints.restore_checkpoint(r, template, config) for r in (whole, split))
     assert int(a.iteration) == int(b.iteration) == 2
     counts = [int(x) for x in jax.tree.leaves(a.opt_state) if np.ndim(x) == 0]
     assert 4 in counts  # the schedule's step: 2 iterations x 2 steps
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    first = checkpoints.restore_checkpoint(split, template, config, step=1)
+    for e, p0, p1, p2 in zip(*(jax.tree.leaves(t) for t in (
+            a.ema_params, template.params, first.params, a.params)), strict=True):
+        np.testing.assert_allclose(np.asarray(e), d * d * np.asarray(p0) + d * (1 - d)
+                                   * np.asarray(p1) + (1 - d) * np.asarray(p2),
+                                   rtol=1e-5, atol=1e-7)
+    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
+    last = json.loads(rows[-1])
+    scores = selfplay.evaluate_optimal_moves(config, model, a.ema_params)
+    assert all(last[k] == v for k, v in scores.items())

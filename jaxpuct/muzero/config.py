@@ -85,6 +85,11 @@ class MuZeroConfig:
       lr_final_fraction: step size at the end of the cosine decay, as a fraction
         of learning_rate, in [0, 1].
       weight_decay: coupled L2 weight on kernels.
+      ema_decay: d of an exponential moving average of the parameters, updated
+        after each iteration's optimiser steps (average = d x average + (1 - d)
+        x params, from the initial parameters; Polyak and Juditsky 1992), which
+        the evaluations use; self-play acts with the current parameters. 0: no
+        average, the evaluations use the current parameters.
       value_weight: weight of the value loss (0.25 as in MuZero Reanalyse).
       priority_alpha: prioritised replay exponent (0: uniform, as MuZero's board
         games).
@@ -131,6 +136,7 @@ class MuZeroConfig:
     lr_decay_steps: int = _at_least(0, 0)
     lr_final_fraction: float = _at_least(0.05, 0.0)
     weight_decay: float = 1e-4
+    ema_decay: float = _at_least(0.0, 0.0)
     value_weight: float = 0.25
     priority_alpha: float = _at_least(0.0, 0.0)
     reanalyse_fraction: float = _at_least(0.0, 0.0)
@@ -158,6 +164,9 @@ class MuZeroConfig:
         if not self.lr_final_fraction <= 1.0:
             raise ValueError(f"MuZeroConfig.lr_final_fraction must be in [0, 1], got "
                              f"{self.lr_final_fraction!r}.")
+        if not self.ema_decay < 1.0:
+            raise ValueError(f"MuZeroConfig.ema_decay must be in [0, 1), got "
+                             f"{self.ema_decay!r}.")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"MuZeroConfig.discount must be in (0, 1], got {self.discount!r}.")
         if self.symmetry_augment:

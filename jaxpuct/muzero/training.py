@@ -48,8 +48,8 @@ from jaxpuct.sampled import DiscreteActions, GaussianActions
 from jaxpuct.sampled_loss import sampled_policy_loss
 
 __all__ = ["LR_SCHEDULES", "LossConfig", "Predictions", "head_loss", "make_optimizer",
-           "policy_loss", "scale_gradient",
-           "train_step", "unroll", "unroll_loss"]
+           "policy_loss", "polyak_average", "scale_gradient", "train_step", "unroll",
+           "unroll_loss", "update_target"]
 
 # Step-size schedules of the optimiser (LossConfig.lr_schedule).
 LR_SCHEDULES = ("constant", "cosine")
@@ -250,3 +250,11 @@ def update_target(params: Any, target: Any, step: jax.Array, every: int) -> Any:
         return params
     copy = jnp.asarray(step) % every == 0
     return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target)
+
+
+def polyak_average(average: Any, params: Any, decay: float) -> Any:
+    """The exponential moving average of the parameters after one more iterate:
+    ``decay * average + (1 - decay) * params``, leaf by leaf (Polyak and Juditsky
+    1992 average the iterates of stochastic approximation; the exponential form
+    weights the recent ones). ``decay = 0`` returns ``params``."""
+    return jax.tree.map(lambda a, p: decay * a + (1.0 - decay) * p, average, params)
