@@ -137,6 +137,7 @@ class TrainState:
     target_params: Any  # None unless --target-update-every > 0
     rng: chex.Array  # uint32 key data (orbax stores plain arrays)
     boards: Any = None  # the games in progress (game_2048.Boards, board_game.Games)
+    ema_params: Any = None  # the parameters' moving average (--ema-decay > 0)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
@@ -182,6 +183,7 @@ def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buf
 
 LOSS_NAMES = ("loss", "policy_loss", "value_loss", "reward_loss")
 _update_priorities = jax.jit(replay.update_priorities)
+_polyak_average = jax.jit(training.polyak_average)
 
 
 def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
@@ -240,7 +242,7 @@ def initial_state(config: MuZeroConfig) -> tuple[Any, Any, TrainState]:
                         num_samples=config.num_samples if config.policy == "sampled" else None),
                     iteration=jnp.zeros((), jnp.int32), rng=jax.random.key_data(key),
                     target_params=params if config.target_update_every else None,
-                    boards=boards)
+                    boards=boards, ema_params=params if config.ema_decay else None)
     return graphdef, optimizer, ts
 
 
@@ -275,8 +277,10 @@ def network_agent(run_dir: str, step: int | None = None, num_simulations: int | 
     ts = checkpoints.restore_checkpoint(run_dir, template, config, step=step)
     n = config.num_simulations if num_simulations is None else num_simulations
     model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
+    # The evaluated network: the moving average where the run kept one.
+    params = ts.params if ts.ema_params is None else ts.ema_params
     agent = board_game.arena_agent(dataclasses.replace(config, num_simulations=n), model,
-                                   ts.params)
+                                   params)
     description = (f"jaxpuct MuZero ({config.policy}) of {run_dir} at iteration "
                    f"{int(ts.iteration)}, {n} simulations, greedy")
     return agent, config.game, description
@@ -304,7 +308,7 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
     write = jax.jit(replay.write_episodes)
     start, last, busy = time.time(), {}, 0.0
     params, opt_state, buffer, target = ts.params, ts.opt_state, ts.buffer, ts.target_params
-    boards = ts.boards
+    boards, ema = ts.boards, ts.ema_params
     key = jax.random.wrap_key_data(ts.rng)
     first = int(ts.iteration) + 1
     try:
@@ -347,6 +351,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
             params, opt_state, buffer, metrics, target = train(
                 config, graphdef, optimizer, params, opt_state, buffer, train_key, target,
                 jnp.int32((iteration - 1) * config.train_steps))
+            if config.ema_decay:
+                ema = _polyak_average(ema, params, config.ema_decay)
             jax.block_until_ready(params)
             busy += time.process_time() - tic
             row = {"iteration": iteration, "seconds": round(time.time() - start, 1),
@@ -354,20 +360,23 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                    "train_cpu_seconds": round(busy, 1), **stats,
                    **{k: round(float(v), 4) for k, v in metrics.items()}}
             out_of_time = bool(max_minutes) and busy >= 60.0 * max_minutes
+            # The evaluated agent: the moving average when there is one.
+            agent_params = ema if config.ema_decay else params
             evaluate = (eval_every and iteration % eval_every == 0) or (
                 iteration == iterations) or out_of_time
             if evaluate and is_board:
-                row.update(evaluate_against_mcts(config, model, params, config.seed + iteration,
+                row.update(evaluate_against_mcts(config, model, agent_params,
+                                                 config.seed + iteration,
                                                  eval_games, eval_simulations,
                                                  opponent_simulations))
                 last = row
             elif evaluate and is_2048:
-                row.update(game_2048.evaluate(config, model, params,
+                row.update(game_2048.evaluate(config, model, agent_params,
                                               jax.random.fold_in(play_key, 1)))
                 last = row
             elif evaluate:
-                row.update(selfplay.evaluate_optimal_moves(config, model, params))
-                row.update(selfplay.evaluate_games(config, model, params,
+                row.update(selfplay.evaluate_optimal_moves(config, model, agent_params))
+                row.update(selfplay.evaluate_games(config, model, agent_params,
                                                    jax.random.fold_in(play_key, 1)))
                 last = row
             log(json.dumps(row))
@@ -379,7 +388,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                     checkpoints.save_checkpoint(run_dir, TrainState(
                         params=params, opt_state=opt_state, buffer=buffer,
                         iteration=jnp.asarray(iteration, jnp.int32),
-                        rng=jax.random.key_data(key), target_params=target, boards=boards),
+                        rng=jax.random.key_data(key), target_params=target, boards=boards,
+                        ema_params=ema),
                         config)
             if out_of_time:
                 break
@@ -391,7 +401,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser(game_defaults(argv)).parse_args(argv)
-    config = config_lib.from_namespace(MuZeroConfig, args)
+    # A schedule without its horizon decays over this run's --iterations.
+    config = config_lib.from_namespace(MuZeroConfig, args).with_decay_over(args.iterations)
     run(config, args.iterations, args.run_dir, eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every, resume=args.resume,
         max_minutes=args.max_minutes, eval_games=args.eval_games,

@@ -28,7 +28,7 @@ from jaxpuct.alphazero.buffer import ReplayBuffer, sample_rows
 from jaxpuct.alphazero.config import SelfPlayConfig
 
 __all__ = ["decay_mask", "learning_rate_schedule", "loss_fn", "make_optimizer",
-           "train_step", "value_target", "weight_norm"]
+           "schedule_learning_rate", "train_step", "value_target", "weight_norm"]
 
 # The name Flax gives the weight matrix of nnx.Linear and the filter of nnx.Conv.
 _KERNEL = "kernel"
@@ -51,15 +51,33 @@ def weight_norm(params: Any) -> jax.Array:
     return sum(leaves, jnp.zeros((), jnp.float32))
 
 
+def schedule_learning_rate(kind: str, learning_rate: float, decay_steps: int,
+                           final_fraction: float) -> optax.Schedule | float:
+    """The learning rate per optimiser step (shared by AlphaZero's and MuZero's
+    optimisers): ``kind`` "constant" gives the float itself (so the optimiser
+    state has no step count, as before schedules existed); "cosine" a decay from
+    ``learning_rate`` to ``final_fraction * learning_rate`` over ``decay_steps``
+    steps, ``lr(t) = lr * (f + (1 - f) (1 + cos(pi min(t, T) / T)) / 2)``, and
+    constant after (Loshchilov and Hutter 2017, "SGDR: Stochastic Gradient
+    Descent with Warm Restarts", without restarts). It depends on the step only,
+    so a run can be extended past its first horizon."""
+    if kind == "constant":
+        return learning_rate
+    if kind != "cosine":
+        raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {kind!r}.")
+    if not decay_steps >= 1:
+        raise ValueError(f"lr_decay_steps must be >= 1 for a cosine schedule, got "
+                         f"{decay_steps!r}.")
+    if not 0.0 <= final_fraction <= 1.0:
+        raise ValueError(f"lr_final_fraction must be in [0, 1], got {final_fraction!r}.")
+    return optax.cosine_decay_schedule(learning_rate, decay_steps, alpha=final_fraction)
+
+
 def learning_rate_schedule(config: SelfPlayConfig) -> optax.Schedule | float:
-    """The learning rate per optimiser step: constant, or a cosine decay to
-    ``lr_final_fraction`` of it over ``lr_decay_steps`` steps and constant after
-    (Loshchilov and Hutter 2017, "SGDR", without restarts). The schedule depends
-    on the step only, so a run can be extended past its first horizon."""
-    if config.lr_schedule == "constant":
-        return config.learning_rate
-    return optax.cosine_decay_schedule(config.learning_rate, config.lr_decay_steps,
-                                       alpha=config.lr_final_fraction)
+    """The learning rate per optimiser step of ``config``
+    (:func:`schedule_learning_rate` of its ``lr_*`` fields)."""
+    return schedule_learning_rate(config.lr_schedule, config.learning_rate,
+                                  config.lr_decay_steps, config.lr_final_fraction)
 
 
 def make_optimizer(config: SelfPlayConfig) -> optax.GradientTransformation:

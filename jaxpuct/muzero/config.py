@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxpuct.muzero.networks import NetworkConfig
-from jaxpuct.muzero.training import LossConfig
+from jaxpuct.muzero.training import LR_SCHEDULES, LossConfig
 
 __all__ = ["GAMES", "POLICIES", "MuZeroConfig"]
 
@@ -74,8 +74,22 @@ class MuZeroConfig:
       buffer_size: steps the replay buffer holds.
       train_batch_size: unrolls per optimiser step.
       train_steps: optimiser steps per iteration.
-      learning_rate: Adam's step size.
+      learning_rate: Adam's step size (its start under a schedule).
+      lr_schedule: constant, or cosine: a decay of the step size from
+        learning_rate to lr_final_fraction x learning_rate over lr_decay_steps
+        optimiser steps, constant after (Loshchilov and Hutter 2017, SGDR,
+        without restarts).
+      lr_decay_steps: horizon of the cosine decay in optimiser steps; 0: the
+        example sets it to --iterations x train_steps, so that the decay ends at
+        the run's last iteration (a library caller gives it).
+      lr_final_fraction: step size at the end of the cosine decay, as a fraction
+        of learning_rate, in [0, 1].
       weight_decay: coupled L2 weight on kernels.
+      ema_decay: d of an exponential moving average of the parameters, updated
+        after each iteration's optimiser steps (average = d x average + (1 - d)
+        x params, from the initial parameters; Polyak and Juditsky 1992), which
+        the evaluations use; self-play acts with the current parameters. 0: no
+        average, the evaluations use the current parameters.
       value_weight: weight of the value loss (0.25 as in MuZero Reanalyse).
       priority_alpha: prioritised replay exponent (0: uniform, as MuZero's board
         games).
@@ -118,7 +132,11 @@ class MuZeroConfig:
     train_batch_size: int = _at_least(128, 1)
     train_steps: int = _at_least(20, 0)
     learning_rate: float = 3e-3
+    lr_schedule: str = _choice("constant", LR_SCHEDULES)
+    lr_decay_steps: int = _at_least(0, 0)
+    lr_final_fraction: float = _at_least(0.05, 0.0)
     weight_decay: float = 1e-4
+    ema_decay: float = _at_least(0.0, 0.0)
     value_weight: float = 0.25
     priority_alpha: float = _at_least(0.0, 0.0)
     reanalyse_fraction: float = _at_least(0.0, 0.0)
@@ -143,6 +161,12 @@ class MuZeroConfig:
         if self.num_samples > GAME_ACTIONS[self.game]:
             raise ValueError(f"MuZeroConfig.num_samples must be at most the game's "
                              f"{GAME_ACTIONS[self.game]} actions, got {self.num_samples!r}.")
+        if not self.lr_final_fraction <= 1.0:
+            raise ValueError(f"MuZeroConfig.lr_final_fraction must be in [0, 1], got "
+                             f"{self.lr_final_fraction!r}.")
+        if not self.ema_decay < 1.0:
+            raise ValueError(f"MuZeroConfig.ema_decay must be in [0, 1), got "
+                             f"{self.ema_decay!r}.")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"MuZeroConfig.discount must be in (0, 1], got {self.discount!r}.")
         if self.symmetry_augment:
@@ -185,8 +209,25 @@ class MuZeroConfig:
 
     @property
     def loss(self) -> LossConfig:
+        """The loss and optimiser; a cosine schedule needs ``lr_decay_steps`` set
+        (:meth:`with_decay_over`), else ``LossConfig`` refuses it."""
         return LossConfig(value_weight=self.value_weight, learning_rate=self.learning_rate,
-                          weight_decay=self.weight_decay)
+                          weight_decay=self.weight_decay, lr_schedule=self.lr_schedule,
+                          lr_decay_steps=self.lr_decay_steps,
+                          lr_final_fraction=self.lr_final_fraction)
+
+    def with_decay_over(self, iterations: int) -> MuZeroConfig:
+        """This config with a schedule's unset horizon (``lr_decay_steps = 0``) set
+        to ``iterations x train_steps`` optimiser steps, so that the decay ends at
+        iteration ``iterations``; unchanged for a constant step size or a set
+        horizon (the saved config then holds the horizon, and a resume checks it)."""
+        if self.lr_schedule == "constant" or self.lr_decay_steps:
+            return self
+        if not iterations * self.train_steps >= 1:
+            raise ValueError(f"MuZeroConfig.lr_decay_steps: a {self.lr_schedule!r} schedule "
+                             f"over {iterations!r} iterations of {self.train_steps!r} "
+                             f"optimiser steps has no step to decay over.")
+        return dataclasses.replace(self, lr_decay_steps=iterations * self.train_steps)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -40,16 +40,19 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from jaxpuct.alphazero.training import decay_mask
+from jaxpuct.alphazero.training import decay_mask, schedule_learning_rate
 from jaxpuct.muzero.networks import MuZeroNetwork, head_scalar
 from jaxpuct.muzero.replay import Batch
 from jaxpuct.muzero.value_transform import Support, scalar_to_two_hot
 from jaxpuct.sampled import DiscreteActions, GaussianActions
 from jaxpuct.sampled_loss import sampled_policy_loss
 
-__all__ = ["LossConfig", "Predictions", "head_loss", "make_optimizer", "policy_loss",
-           "scale_gradient",
-           "train_step", "unroll", "unroll_loss"]
+__all__ = ["LR_SCHEDULES", "LossConfig", "Predictions", "head_loss", "make_optimizer",
+           "policy_loss", "polyak_average", "scale_gradient", "train_step", "unroll",
+           "unroll_loss", "update_target"]
+
+# Step-size schedules of the optimiser (LossConfig.lr_schedule).
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +64,17 @@ class LossConfig:
       value_weight: ``c_v`` (0.25; module docstring).
       reward_weight: ``c_r`` (1).
       dynamics_gradient_scale: factor of the gradient at each dynamics input (1/2).
-      learning_rate: Adam's step size.
+      learning_rate: Adam's step size (its start, under a schedule).
       weight_decay: coupled L2 weight on kernels (1e-4, the paper's).
+      lr_schedule: "constant" (the default; the optimiser state is the one of
+        plain Adam) or "cosine": a decay of the step size from
+        ``learning_rate`` to ``lr_final_fraction * learning_rate`` over
+        ``lr_decay_steps`` optimiser steps, constant after
+        (:func:`jaxpuct.alphazero.training.schedule_learning_rate`).
+      lr_decay_steps: the cosine decay's horizon in optimiser steps (>= 1 for
+        "cosine"; unused by "constant").
+      lr_final_fraction: the step size at the end of the decay, as a fraction of
+        ``learning_rate``, in [0, 1].
     """
 
     policy_weight: float = 1.0
@@ -71,12 +83,24 @@ class LossConfig:
     dynamics_gradient_scale: float = 0.5
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
+    lr_schedule: str = "constant"
+    lr_decay_steps: int = 0
+    lr_final_fraction: float = 0.0
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if not value >= 0:
+            if field.name != "lr_schedule" and not value >= 0:
                 raise ValueError(f"LossConfig.{field.name} must be >= 0, got {value!r}.")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"LossConfig.lr_schedule must be one of {LR_SCHEDULES}, got "
+                             f"{self.lr_schedule!r}.")
+        if self.lr_schedule != "constant" and self.lr_decay_steps < 1:
+            raise ValueError(f"LossConfig.lr_decay_steps must be >= 1 with lr_schedule "
+                             f"{self.lr_schedule!r}, got {self.lr_decay_steps!r}.")
+        if not self.lr_final_fraction <= 1.0:
+            raise ValueError(f"LossConfig.lr_final_fraction must be in [0, 1], got "
+                             f"{self.lr_final_fraction!r}.")
 
 
 class Predictions(NamedTuple):
@@ -192,9 +216,14 @@ def unroll_loss(net: MuZeroNetwork, batch: Batch, config: LossConfig
 
 
 def make_optimizer(config: LossConfig) -> optax.GradientTransformation:
-    """Coupled weight decay on the kernels, then Adam."""
+    """Coupled weight decay on the kernels, then Adam with ``config``'s step size:
+    a constant (the state of plain Adam) or a schedule of the optimiser step
+    (Adam's state then also counts the steps, so a checkpoint resumes it where it
+    stopped)."""
+    lr = schedule_learning_rate(config.lr_schedule, config.learning_rate,
+                                config.lr_decay_steps, config.lr_final_fraction)
     return optax.chain(optax.add_decayed_weights(config.weight_decay, mask=decay_mask),
-                       optax.adam(config.learning_rate))
+                       optax.adam(lr))
 
 
 def train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
@@ -221,3 +250,11 @@ def update_target(params: Any, target: Any, step: jax.Array, every: int) -> Any:
         return params
     copy = jnp.asarray(step) % every == 0
     return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target)
+
+
+def polyak_average(average: Any, params: Any, decay: float) -> Any:
+    """The exponential moving average of the parameters after one more iterate:
+    ``decay * average + (1 - decay) * params``, leaf by leaf (Polyak and Juditsky
+    1992 average the iterates of stochastic approximation; the exponential form
+    weights the recent ones). ``decay = 0`` returns ``params``."""
+    return jax.tree.map(lambda a, p: decay * a + (1.0 - decay) * p, average, params)
