@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
-from jaxpuct.indexing import row_add, row_set, row_take
+from jaxpuct.indexing import row_add, row_set, row_take, row_take_once
 from jaxpuct.tree import ILLEGAL, UNEXPANDED, Tree, present
 from jaxpuct.walk import Walk
 
@@ -101,22 +101,6 @@ def _shift_visits(state: _Marks, node: jax.Array, action: jax.Array, count: jax.
             row_set(state.edge_visits, (node, action), count + delta))
 
 
-def _take_once(counter: jax.Array, array: jax.Array, *index: jax.Array) -> jax.Array:
-    """``row_take(array, *index)`` gathered inside a conditional on ``counter >= 0``
-    (a loop counter: always true, unknown to the compiler), so that it is
-    materialised once. XLA otherwise re-reads a plain gather inside each fusion
-    that uses it, and a read of ``array`` not ordered before its in-place write
-    makes XLA copy the whole array (twice per loop step at ``B = 1``). The branches
-    agree: ``row_take`` reads a negative index as entry 0. With more than one tree
-    the writes stay scatters, updated in place without copies, and the plain
-    gather is cheaper (the conditional cost 2-6% at B = 8 and 64)."""
-    if array.shape[0] > 1:
-        return row_take(array, *index)
-    return jax.lax.cond(counter >= 0, lambda idx: row_take(array, *idx),
-                        lambda idx: row_take(array, *(jnp.maximum(i, 0) for i in idx)),
-                        index)
-
-
 def _path_child(path_nodes: jax.Array, depth: jax.Array, on_path: jax.Array,
                 num_edges: jax.Array, expand: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(child [B], has_child [B])`` of the edge at ``depth`` of each walk, read from
@@ -169,7 +153,7 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: jax.Array,
         if config.mode == "loss":
             safe, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
             reward, discount = _edge_reward_discount(tree, node, action, safe)
-            old = _take_once(depth, values, safe)
+            old = row_take_once(depth, values, safe)
             # At B = 1 the edge's count is read back from the updated counts: a
             # second read of the old ones, not ordered before their write, made XLA
             # copy them (with more trees it does not, and the read-back costs more).
@@ -189,7 +173,7 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: jax.Array,
                 # Only the step's first overwrite of a node saved its original value.
                 stamps = present(stamps, "the virtual-loss stamps")
                 step_now = present(step, "the virtual-loss step")
-                seen = _take_once(depth, stamps, safe)
+                seen = row_take_once(depth, stamps, safe)
                 firsts = present(firsts, "the step's first overwrites").at[:, depth + 1].set(
                     seen != step_now)
                 # ``max(seen, step)`` is ``step`` (stamps are earlier steps); writing
@@ -308,7 +292,7 @@ def walk_step(tree: Tree, config: VirtualLoss, select_one: Callable, step: jax.A
         parent, action = walk.leaf_edge()
         # An ILLEGAL last edge: every edge the rule could pick was illegal or
         # claimed by an earlier walk of this step. The walk does nothing.
-        invalid = walk.expand & (_take_once(k, state.tree.children_index, parent, action)
+        invalid = walk.expand & (row_take_once(k, state.tree.children_index, parent, action)
                                  == ILLEGAL)
         num_edges = jnp.where(invalid, 0, walk.num_edges)
         expand = walk.expand & ~invalid

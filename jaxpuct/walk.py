@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct._dataclass import Replaceable, pytree_dataclass
-from jaxpuct.indexing import row_set, row_take
+from jaxpuct.indexing import row_set, row_take, row_take_once
 from jaxpuct.selection import SelectionRule
 from jaxpuct.tree import Tree, present
 
@@ -117,7 +117,7 @@ def _advance(tree: Tree, state: _WalkState, action: jax.Array, max_depth: int,
     marks = state.marks
     if tree.graph is not None:
         marks = present(marks, "the walk's graph marks")
-        seen = row_take(marks, safe_child)
+        seen = row_take_once(sim, marks, safe_child)
         # The root is on every path: it needs no mark (a write of it before the
         # walk made XLA copy the [B, N] marks on every simulation).
         cycle = (seen == sim) | (child == Tree.ROOT_INDEX)

@@ -331,10 +331,10 @@ def _ttt_search_hlo(state, *, max_nodes, k, graph):
                           max_nodes=max_nodes, max_depth=9, leaves_per_step=k, graph=graph)
 
 
-# Graph search with one tree still copies [1, N] arrays in its loops (not fixed).
 @pytest.mark.parametrize("k,graph,trees", [(4, None, 3), (4, None, 1), (1, GRAPH, 3),
-                                           (4, GRAPH, 3)],
-                         ids=["tree-k4", "tree-k4-one-tree", "graph-k1", "graph-k4"])
+                                           (4, GRAPH, 3), (1, GRAPH, 1), (4, GRAPH, 1)],
+                         ids=["tree-k4", "tree-k4-one-tree", "graph-k1", "graph-k4",
+                              "graph-k1-one-tree", "graph-k4-one-tree"])
 def test_search_step_does_not_copy_tree_sized_arrays(k, graph, trees):
     """As ``test_search.test_simulation_does_not_copy_tree_sized_arrays``, for the
     multi-leaf engine with the value penalty and for graph search (one leaf and
