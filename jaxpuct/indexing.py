@@ -122,7 +122,7 @@ def row_add(array: jax.Array, index: jax.Array | tuple[jax.Array, ...],
     return _scatter(array, index, update, lax.scatter_add, tree_axis)
 
 
-def row_take_once(counter: jax.Array, array: jax.Array, *index: jax.Array,
+def row_take_once(counter: jax.Array | int, array: jax.Array, *index: jax.Array,
                   tree_axis: int = 0) -> jax.Array:
     """:func:`row_take`, materialised once where ``array`` holds one tree.
 
@@ -132,8 +132,9 @@ def row_take_once(counter: jax.Array, array: jax.Array, *index: jax.Array,
     write of ``array`` makes XLA copy the whole array to keep the old values (at
     every loop step). Gathered inside a conditional, the values are a buffer of
     their own. ``counter`` is a loop counter (``>= 0``): the predicate is always
-    true but unknown to the compiler, and the branches agree anyway (a negative
-    index reads entry 0 in both). With more trees the writes stay scatters, which
+    true but unknown to the compiler (a Python int is known, and XLA then drops
+    the conditional), and the branches agree anyway (a negative index reads
+    entry 0 in both). With more trees the writes stay scatters, which
     XLA updates in place without a copy, and the plain gather is cheaper (the
     conditional cost 2-6% at B = 8 and 64), so it is used there.
     """
