@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxpuct.indexing import row_add, row_set, row_take
+from jaxpuct.indexing import row_add, row_set, row_take, row_take_once
 from jaxpuct.tree import UNEXPANDED, NodeData, Tree, write_nodes
 from jaxpuct.walk import Walk
 
@@ -147,21 +147,13 @@ def backup_paths(tree: Tree, walks: Walk, leaf_return: jax.Array) -> Tree:
         safe = walks.path_nodes[:, :, depth]
         node = jnp.where(on_path, safe, tree.max_nodes)
         action = walks.path_actions[:, :, depth]
-        count_int = row_take(state.node_visits, safe, tree_axis=1)
+        count_int = row_take_once(depth, state.node_visits, safe, tree_axis=1)
+        count = count_int.astype(jnp.float32)
         # Counts are >= 0, so this adds exactly 1; reading ``count_int`` in the
         # update orders the read before the in-place scatter-add (else XLA copies
         # the [B, N] counts to read them after it).
         visits = row_add(state.node_visits, node, 1 + jnp.minimum(count_int, 0), tree_axis=1)
         count_after = row_take(visits, safe, tree_axis=1).astype(jnp.float32)
-        if tree.batch_size > 1:
-            count = count_int.astype(jnp.float32)
-        else:
-            # At B = 1 the count before this step comes from the updated counts
-            # and the number of walks through the same node at this depth: a
-            # second read of the old counts, not ordered before the scatter-add,
-            # made XLA copy them (with more trees it does not, and this costs more).
-            same = (node[:, None] == node[None, :]) & on_path[None, :]
-            count = count_after - jnp.sum(same, axis=1, dtype=jnp.float32)
         values = fold(state.node_values, node,
                       row_take(state.node_values, safe, tree_axis=1) * count, ret, count_after)
         edge_visits = row_add(state.edge_visits, (node, action), 1, tree_axis=1)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from jaxpuct import graph as graph_lib
 from jaxpuct import validation
-from jaxpuct.indexing import row_take
+from jaxpuct.indexing import row_take, take_once
 from jaxpuct.numerics import finite_or_zero, prior_and_legal
 from jaxpuct.tree import NodeData, Tree
 from jaxpuct.types import RecurrentFn
@@ -108,9 +108,9 @@ def evaluate_walks(params: Any, rng_key: jax.Array, tree: Tree, walks: Walk,
     ``[B * K]`` rows, row ``b * K + k``) and returns the new nodes ``[K, B, ...]``
     (the layout of the path records) and the expander's counts.
 
-    ``step`` (a scalar ``>= 0``, the search loop's counter) only serves as the
-    one-tree path's always-true predicate below, a scalar the compiler cannot fold;
-    without it the predicate reads the parents."""
+    ``step`` (a scalar ``>= 0``, the search loop's counter) is only the counter of
+    :func:`jaxpuct.indexing.take_once`; without it the parents' smallest index
+    serves."""
     batch_size, num_walks = tree.batch_size, walks.num_walks
     parents, actions = walks.leaf_edge()
 
@@ -118,26 +118,12 @@ def evaluate_walks(params: Any, rng_key: jax.Array, tree: Tree, walks: Walk,
         return jax.tree.map(
             lambda x: row_take(x, nodes.T).reshape((-1,) + x.shape[2:]), tree.embeddings)
 
-    if batch_size > 1:
-        # Larger batches keep the writes as scatters, which XLA updates in place
-        # with or without the conditional below (checked on the compiled HLO);
-        # there it would only add its own cost.
-        embedding = gather(parents)
-    else:
-        # At B = 1 the parents' embeddings are gathered inside a conditional (its
-        # predicate is always true) so that they are materialised once. Gathered
-        # plainly, XLA re-gathers them inside every fusion that reads them; those
-        # reads of the stored arrays are not ordered before the new nodes' writes,
-        # which at B = 1 are in-place dynamic-update-slices, so XLA copied every
-        # embedding array of the tree twice per simulation to keep the old
-        # values: 2.4x the time of a B = 1 tic-tac-toe simulation on CPU
-        # (``benchmarks/single_search.py``). A conditional's results are buffers
-        # of their own. Either branch gives the same result (row_take clamps a
-        # negative index to 0), so the predicate only has to be unknown to the
-        # compiler.
-        always = jnp.all(parents >= 0) if step is None else jnp.asarray(step) >= 0
-        embedding = jax.lax.cond(always, gather,
-                                 lambda nodes: gather(jnp.maximum(nodes, 0)), parents)
+    # With one tree, XLA re-gathered the parents' embeddings inside every fusion
+    # that reads them, not ordered before the new nodes' writes, and copied every
+    # embedding array of the tree twice per simulation: 2.4x the time of a B = 1
+    # tic-tac-toe simulation on CPU (``benchmarks/single_search.py``).
+    counter = jnp.min(parents) if step is None else step
+    embedding = take_once(counter, gather, parents, batch_size)
     flat, counts = expander(params, rng_key, embedding, actions.T.reshape(-1),
                             walks.expand.T.reshape(-1))
     leaves = jax.tree.map(

@@ -18,11 +18,14 @@ past the end.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["row_add", "row_set", "row_take", "row_take_once"]
+__all__ = ["row_add", "row_set", "row_take", "row_take_once", "take_once"]
 
 
 # Batching dimensions of gather/scatter came with jax 0.4.31. On older versions the
@@ -122,26 +125,32 @@ def row_add(array: jax.Array, index: jax.Array | tuple[jax.Array, ...],
     return _scatter(array, index, update, lax.scatter_add, tree_axis)
 
 
-def row_take_once(counter: jax.Array | int, array: jax.Array, *index: jax.Array,
-                  tree_axis: int = 0) -> jax.Array:
-    """:func:`row_take`, materialised once where ``array`` holds one tree.
+def take_once(counter: jax.Array | int, take: Callable[[jax.Array], Any],
+              index: jax.Array, batch_size: int) -> Any:
+    """``take(index)`` (gathers from tree arrays), materialised once where the
+    batch holds one tree.
 
     XLA re-reads a plain gather inside each fusion that uses its result. With one
-    tree (``array.shape[0] == 1``) the writes to ``array`` become in-place
-    dynamic-update-slices, and any such read that is not ordered before a later
-    write of ``array`` makes XLA copy the whole array to keep the old values (at
-    every loop step). Gathered inside a conditional, the values are a buffer of
-    their own. ``counter`` is a loop counter (``>= 0``): the predicate is always
-    true but unknown to the compiler (a Python int is known, and XLA then drops
-    the conditional), and the branches agree anyway (a negative index reads
-    entry 0 in both). With more trees the writes stay scatters, which
-    XLA updates in place without a copy, and the plain gather is cheaper (the
-    conditional cost 2-6% at B = 8 and 64), so it is used there.
+    tree the writes to the tree arrays become in-place dynamic-update-slices, and
+    any such read that is not ordered before a later write of the array makes XLA
+    copy the whole array to keep the old values (at every loop step). Gathered
+    inside a conditional, the values are a buffer of their own. ``counter`` is a
+    loop counter (``>= 0``): the predicate is always true but unknown to the
+    compiler (a Python int is known, and XLA then drops the conditional), and the
+    branches agree anyway (``take`` must read a negative index as entry 0, as
+    :func:`row_take` does). With more trees (``batch_size > 1``) the writes stay
+    scatters, which XLA updates in place without a copy, and the plain gather is
+    cheaper (the conditional cost 2-6% at B = 8 and 64), so it is used there.
     """
-    if array.shape[0] > 1:
-        return row_take(array, *index, tree_axis=tree_axis)
-    return lax.cond(jnp.asarray(counter) >= 0,
-                    lambda idx: row_take(array, *idx, tree_axis=tree_axis),
-                    lambda idx: row_take(array, *(jnp.maximum(i, 0) for i in idx),
-                                         tree_axis=tree_axis),
-                    index)
+    if batch_size > 1:
+        return take(index)
+    return lax.cond(jnp.asarray(counter) >= 0, take,
+                    lambda idx: take(jnp.maximum(idx, 0)), index)
+
+
+def row_take_once(counter: jax.Array | int, array: jax.Array, *index: jax.Array,
+                  tree_axis: int = 0) -> jax.Array:
+    """:func:`row_take` through :func:`take_once` (``array``'s first axis is the
+    batch)."""
+    return take_once(counter, lambda idx: row_take(array, *idx, tree_axis=tree_axis),
+                     jnp.stack(index), array.shape[0])

@@ -145,20 +145,16 @@ def mark_walk(tree: Tree, config: VirtualLoss, path_nodes: jax.Array,
         on_path = depth < num_edges
         node = path_nodes[:, depth]
         action = path_actions[:, depth]
-        count = row_take(state.edge_visits, node, action)
-        delta = jnp.where(on_path, n_vl, 0)
-        node_visits, edge_visits = _shift_visits(state, node, action, count, delta)
+        count = row_take_once(depth, state.edge_visits, node, action)
+        node_visits, edge_visits = _shift_visits(state, node, action, count,
+                                                 jnp.where(on_path, n_vl, 0))
         values, saved = state.node_values, state.saved_values
         stamps, firsts = state.stamp, state.first
         if config.mode == "loss":
             safe, has_child = _path_child(path_nodes, depth, on_path, num_edges, expand)
             reward, discount = _edge_reward_discount(tree, node, action, safe)
             old = row_take_once(depth, values, safe)
-            # At B = 1 the edge's count is read back from the updated counts: a
-            # second read of the old ones, not ordered before their write, made XLA
-            # copy them (with more trees it does not, and the read-back costs more).
-            n = (count if state.edge_visits.shape[0] > 1
-                 else row_take(edge_visits, node, action) - delta).astype(jnp.float32)
+            n = count.astype(jnp.float32)
             pending = jnp.float32(config.size)
             q = reward + discount * old
             q_eff = (n * q + pending * config.value) / jnp.maximum(n + pending, 1.0)
