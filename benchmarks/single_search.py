@@ -61,23 +61,29 @@ import numpy as np
 import jaxpuct
 
 
+def _zero_value_game(game: str):
+    """``(pgx_game, apply_fn, root_fn, zero-value recurrent_fn)`` of ``game`` with a
+    uniform prior (``apply_fn``), shared by the jaxpuct and mctx searches below."""
+    from jaxpuct.envs import adapter
+    from jaxpuct.envs.pgx_games import make_pgx_game
+    from jaxpuct.testing.pure_search import zero_apply
+
+    pgx_game = make_pgx_game(game)
+    apply_fn = zero_apply(pgx_game.num_actions)
+    return (pgx_game, apply_fn, adapter.make_root_fn(apply_fn, pgx_game.environment),
+            adapter.make_recurrent_fn(apply_fn, pgx_game.environment))
+
+
 def jaxpuct_search(game: str, sims: int, value: str, leaves: int):
     """``(key) -> action [1]``: a jitted B = 1 search from ``game``'s initial position
     (``value``: ``"zero"`` or ``"rollout"``; ``leaves`` per step), and a
     description."""
     from jaxpuct.alphazero.config import MAX_MOVES
-    from jaxpuct.envs import adapter, rollouts
-    from jaxpuct.envs.pgx_games import make_pgx_game
-    from jaxpuct.testing.pure_search import zero_apply
+    from jaxpuct.envs import rollouts
 
-    pgx_game = make_pgx_game(game)
-    env, num_actions = pgx_game.environment, pgx_game.num_actions
-    apply_fn = zero_apply(num_actions)
-    root_fn = adapter.make_root_fn(apply_fn, env)
-    if value == "zero":
-        recurrent_fn = adapter.make_recurrent_fn(apply_fn, env)
-    else:
-        recurrent_fn = rollouts.make_recurrent_fn(apply_fn, env, mix=1.0,
+    pgx_game, apply_fn, root_fn, recurrent_fn = _zero_value_game(game)
+    if value != "zero":
+        recurrent_fn = rollouts.make_recurrent_fn(apply_fn, pgx_game.environment, mix=1.0,
                                                   max_steps=MAX_MOVES[game])
 
     def search(key):
@@ -96,14 +102,7 @@ def mctx_search(game: str, sims: int):
     uniform prior and zero value, jitted, from ``game``'s initial position."""
     import mctx
 
-    from jaxpuct.envs import adapter
-    from jaxpuct.envs.pgx_games import make_pgx_game
-    from jaxpuct.testing.pure_search import zero_apply
-
-    pgx_game = make_pgx_game(game)
-    apply_fn = zero_apply(pgx_game.num_actions)
-    root_fn = adapter.make_root_fn(apply_fn, pgx_game.environment)
-    recurrent_fn = adapter.make_recurrent_fn(apply_fn, pgx_game.environment)
+    pgx_game, _, root_fn, recurrent_fn = _zero_value_game(game)
 
     def mctx_recurrent_fn(params, rng_key, action, state):
         out, state = recurrent_fn(params, rng_key, action, state)
