@@ -394,8 +394,16 @@ def init_split(module: Callable[..., nnx.Module], args: tuple, key: int | jax.Ar
     configs, ints, tuples) and key type, whatever the key's value."""
     if isinstance(key, int):
         key = jax.random.key(key)  # what nnx.Rngs does with an int seed
-    graphdef, _ = nnx.split(nnx.eval_shape(lambda: module(*args, rngs=nnx.Rngs(key))))
-    return graphdef, _init_state(module, args, key)
+    return _graphdef(module, args, jax.ShapeDtypeStruct(key.shape, key.dtype)), _init_state(
+        module, args, key)
+
+
+@functools.cache
+def _graphdef(module: Callable[..., nnx.Module], args: tuple,
+              key: jax.ShapeDtypeStruct) -> nnx.GraphDef:
+    # The structure depends on the key's type, not its value: traced once per
+    # (module, args, key type), as _init_state is compiled.
+    return nnx.split(nnx.eval_shape(lambda k: module(*args, rngs=nnx.Rngs(k)), key))[0]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
