@@ -473,6 +473,7 @@ def analyse(name: str, batch: int, num_actions: int, sims: int,
         compile_s = time.perf_counter() - start
         text = compiled.as_text()
         if path:
+            os.makedirs(hlo_dir, exist_ok=True)
             with open(path, "w") as f:
                 f.write(text)
     row = dict(cost_row(text, sims), search=name, B=batch, S=sims, A=num_actions,

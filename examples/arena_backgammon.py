@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--value", choices=("zero", "rollouts"), default="rollouts")
     p.add_argument("--chance-backup", choices=("visits", "expectation"),
                    default="expectation")
+    p.add_argument("--rules", choices=("standard", "pgx"), default="standard",
+                   help="legal micro-moves inside jaxpuct's tree: the standard dice rule "
+                        "(OpenSpiel's) or pgx's looser one; the root's are OpenSpiel's")
     p.add_argument("--opponent", choices=("mcts", "random"), default="mcts")
     p.add_argument("--opponent-simulations", type=int, default=100)
     p.add_argument("--uct-c", type=float, default=2.0)
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.games < 2 or args.games % 2:
         sys.exit(f"error: --games must be even and at least 2, got {args.games}")
     agent, description = ab.pure_search_agent(args.simulations, args.value,
-                                              args.chance_backup)
+                                              args.chance_backup, rules=args.rules)
     bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
                         uct_c=args.uct_c, solve=args.solve)
     print(f"{description}\nagainst {bot.describe()}, {args.games} games", flush=True)

@@ -1,5 +1,7 @@
 """Backgammon in the OpenSpiel arena: move translation, lockstep cross-checks."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ pytest.importorskip("pgx")
 
 from jaxpuct.alphazero import arena  # noqa: E402
 from jaxpuct.alphazero import arena_backgammon as ab  # noqa: E402
+from jaxpuct.envs import pgx_backgammon as bg  # noqa: E402
 
 
 def _random_positions(seed: int, count: int):
@@ -92,6 +95,40 @@ def test_openspiel_filter_applies_the_dice_rules():
     assert ab.openspiel_filter(first, stops, second) == [(0,)]
 
 
+def test_standard_mask_allows_the_prefixes_of_openspiels_turns():
+    """``standard_legal_mask`` (the search's rules, in JAX) against the turns that
+    ``openspiel_filter`` keeps of pgx's sequences (checked against OpenSpiel's own
+    legal actions above and in every match), at every micro-move of random games:
+    at the first micro-move of a turn or of a double's half, exactly the first moves
+    of those turns; later, pgx's mask. The games include positions where pgx allows
+    more, so a mask without the rule fails. (Two games at a time, through the
+    arena's own jitted functions, compiled once for the match test too.)"""
+    rng = np.random.default_rng(0)
+    narrowed = checked = 0
+    for seed in range(3):
+        state = bg.init(jax.random.PRNGKey(seed), 2)
+        while not np.asarray(state.terminated).all():
+            standard = np.asarray(ab._STANDARD_MASK(state))
+            first, stops, second = jax.device_get(ab.pgx_sequences(state))
+            pgx_mask, live, played, dice = jax.device_get(
+                (state.legal_action_mask, ~state.terminated, state._played_dice_num,
+                 state._dice))
+            for g in np.flatnonzero(live):
+                if played[g] == 0 or (dice[g, 0] == dice[g, 1] and played[g] == 2):
+                    turns = ab.openspiel_filter(first[g], stops[g], second[g])
+                    expected = {t[0] for t in turns}
+                else:
+                    expected = {int(a) if a // 6 else ab.NO_OP for a in np.flatnonzero(pgx_mask[g])}
+                got = {int(a) if a // 6 else ab.NO_OP for a in np.flatnonzero(standard[g])}
+                assert got == expected, (seed, g, sorted(got), sorted(expected))
+                narrowed += not np.array_equal(standard[g], pgx_mask[g])
+                checked += 1
+            actions = [rng.choice(np.flatnonzero(m)) for m in pgx_mask]
+            rolls = rng.choice(bg.NUM_OUTCOMES, size=2, p=np.asarray(bg.DICE_PROBS))
+            state = ab._STEP(state, jnp.asarray(actions, jnp.int32), jnp.asarray(rolls))
+    assert checked > 1000 and narrowed > 0, (checked, narrowed)
+
+
 def test_mismatches_are_caught(monkeypatch):
     state = _random_positions(seed=2, count=3)[-1]
     turns = [ab.pgx_micro_moves(state, a) for a in state.legal_actions()]
@@ -142,14 +179,18 @@ def test_cli_arguments():
     from examples import arena_backgammon as cli
     args = cli.build_parser().parse_args(
         ["--simulations", "8", "--value", "zero", "--chance-backup", "visits",
-         "--opponent", "random", "--no-solve", "--games", "4", "--seed", "3"])
+         "--opponent", "random", "--no-solve", "--games", "4", "--seed", "3",
+         "--rules", "pgx"])
     assert (args.simulations, args.value, args.chance_backup, args.opponent, args.solve,
-            args.games, args.seed) == (8, "zero", "visits", "random", False, 4, 3)
+            args.games, args.seed, args.rules) == (8, "zero", "visits", "random", False, 4,
+                                                   3, "pgx")
     defaults = cli.build_parser().parse_args([])
-    assert (defaults.value, defaults.chance_backup, defaults.opponent, defaults.solve) == (
-        "rollouts", "expectation", "mcts", True)
+    assert (defaults.value, defaults.chance_backup, defaults.opponent, defaults.solve,
+            defaults.rules) == ("rollouts", "expectation", "mcts", True, "standard")
     for games in ("3", "0"):
         with pytest.raises(SystemExit, match="--games must be even and at least 2"):
             cli.main(["--games", games])
     with pytest.raises(SystemExit):  # argparse refuses a value outside the choices
         cli.build_parser().parse_args(["--value", "network"])
+    with pytest.raises(ValueError, match="rules must be one of .*'openspiel'"):
+        bg.make_search_fns(rules="openspiel")

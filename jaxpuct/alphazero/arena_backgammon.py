@@ -27,8 +27,10 @@ from pgx's own rules it enumerates every sequence of up to two micro-moves
 of the larger die (:func:`openspiel_filter`), and the resulting set of OpenSpiel
 actions must equal ``legal_actions()``. The jaxpuct player moves only along
 OpenSpiel's legal turns (its root's legal mask is narrowed to their micro-move
-prefixes; a micro-move with one legal choice is played without asking it); its
-search inside the tree plans with pgx's rules.
+prefixes; a micro-move with one legal choice is played without asking it). Its
+search plans with the same rule inside the tree
+(:func:`jaxpuct.envs.pgx_backgammon.standard_legal_mask`, in JAX), and the arena
+checks that mask against the narrowed one at every micro-move the agent plays.
 
 Other checks (a failure raises :class:`jaxpuct.alphazero.arena.ArenaMismatchError`):
 before every OpenSpiel move, the player to move, the board (points, bar, borne-off
@@ -82,6 +84,7 @@ OPENSPIEL_PARAMS = {"scoring_type": "full_scoring", "max_player_turns": 100_000}
 _MAX_MICRO_MOVES = 20_000  # per match: far above any game (random games: under 700)
 _SEED_RANGE = 2**31
 _STEP = jax.jit(bg.step)  # one compile for every match
+_STANDARD_MASK = jax.jit(bg.standard_legal_mask)
 
 # ``(keys [B], pgx states [B], legal [B, 156] bool) -> actions [B]``: ``legal`` is
 # pgx's mask narrowed to OpenSpiel's legal turns.
@@ -145,9 +148,6 @@ def openspiel_action(player: int, dice: tuple[int, int], micro: list[int] | tupl
 # ------------------------------------------------------------------ pgx's turns
 
 
-_MAX_FIRST_MOVES = 32  # legal micro-moves of a position: at most 15 sources x 2 dice
-
-
 @jax.jit
 def pgx_sequences(state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Every sequence of up to two micro-moves pgx allows from batched ``state``, by
@@ -164,7 +164,7 @@ def pgx_sequences(state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     def one(s):
         first = s.legal_action_mask
         # Only the legal first moves (at most 30) are tried.
-        tried = jnp.nonzero(first, size=_MAX_FIRST_MOVES, fill_value=0)[0]
+        tried = jnp.nonzero(first, size=bg.MAX_FIRST_MOVES, fill_value=0)[0]
 
         def after(a):
             moved = rules._update_by_action(s, a)
@@ -314,18 +314,20 @@ def random_agent(seed: int = 0) -> BackgammonAgent:
 
 
 def pure_search_agent(num_simulations: int, value: str = "rollouts",
-                      chance_backup: ChanceBackup = "expectation", max_steps: int = 2000
-                      ) -> tuple[BackgammonAgent, str]:
+                      chance_backup: ChanceBackup = "expectation", max_steps: int = 2000,
+                      rules: str = "standard") -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` over pgx backgammon
     (:mod:`jaxpuct.envs.pgx_backgammon`): uniform prior, ``value`` ``"rollouts"``
     (one uniform random rollout per new node, as MCTSBot's evaluator) or
-    ``"zero"``; no root noise; the most visited micro-move.
+    ``"zero"``; no root noise; the most visited micro-move. ``rules``: the legal
+    micro-moves below the root (``"standard"``, OpenSpiel's, or ``"pgx"``; the root's
+    are always the arena's, OpenSpiel's).
 
     Returns:
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
     import jaxpuct
-    root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps)
+    root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps, rules)
 
     @jax.jit
     def act(key, state, legal):
@@ -342,7 +344,7 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     description = (f"jaxpuct pure stochastic PUCT search ({num_simulations} simulations per "
                    f"micro-move, uniform prior, "
                    f"{'one random rollout per node' if value == 'rollouts' else 'zero value'}, "
-                   f"chance_backup={chance_backup}), greedy")
+                   f"chance_backup={chance_backup}, {rules} rules in the tree), greedy")
     return agent, description
 
 
@@ -441,7 +443,7 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
             progress(f"micro-move {it}: {done_before}/{b} games over")
         if terminal.all():
             break
-        sequences = None
+        sequences = standard = None
         actions = np.zeros(b, np.int32)
         ask = []
         for g in np.flatnonzero(~terminal):
@@ -472,6 +474,9 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
             k = len(game.played)
             options = sorted({t[k] for t in game.turns
                               if len(t) > k and list(t[:k]) == game.played})
+            if standard is None:
+                standard = np.asarray(_STANDARD_MASK(state))
+            _check_standard_mask(standard[g], options, where)
             if len(options) == 1:
                 actions[g] = options[0]
             else:
@@ -541,6 +546,17 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
                         bot_seconds=bot_seconds)
     return BackgammonResult(match=match, points=points, bar_backgammons=bar_backgammons,
                             agent_searches=searches, agent_moves=agent_moves)
+
+
+def _check_standard_mask(mask: np.ndarray, options: list[int], where: str) -> None:
+    """Raises :class:`ArenaMismatchError` unless ``mask [156]``
+    (:func:`jaxpuct.envs.pgx_backgammon.standard_legal_mask`, the agent's rules inside
+    its tree) allows exactly the micro-moves ``options`` that continue OpenSpiel's
+    legal turns (any no-op action stands for the no-op)."""
+    allowed = {int(a) if a // 6 else NO_OP for a in np.flatnonzero(mask)}
+    if allowed != set(options):
+        raise ArenaMismatchError(f"{where}: the standard rule's micro-moves {sorted(allowed)} "
+                                 f"differ from OpenSpiel's {options}")
 
 
 def _check_outcomes(os_states: list, rewards: np.ndarray, first_id: np.ndarray,

@@ -36,6 +36,11 @@ Rules as pgx plays them (they differ from OpenSpiel's and the standard rules: se
 die at a time; pgx does not make a player use both dice (or the larger one) when a
 choice would allow it. A win scores 1, a gammon 2, a backgammon 3 (pgx counts a
 backgammon only for a loser's checker in the winner's home board, not on the bar).
+:func:`standard_legal_mask` narrows pgx's legal micro-moves to the standard rule, as
+OpenSpiel applies it (use both dice if possible, else the larger one; a double in
+two halves of two checker moves each); :func:`make_search_fns` searches with it by
+default (``rules="standard"``), so the tree plans with the game's rules at every
+decision node, not only at the root.
 
 Embeddings: a state is a batched pgx ``State``; an afterstate is
 ``(state, reward [B], roll [B] bool)``: the state after the move (flipped and without
@@ -55,11 +60,14 @@ import jax.numpy as jnp
 from jaxpuct.stochastic import ChanceRecurrentFnOutput, DecisionRecurrentFnOutput
 from jaxpuct.types import RootFnOutput
 
-__all__ = ["DICE", "DICE_PROBS", "NUM_ACTIONS", "NUM_OUTCOMES", "Afterstate", "chance",
-           "decision", "dice_probs", "init", "make_search_fns", "outcome_of_dice",
-           "rollout_return", "step"]
+__all__ = ["DICE", "DICE_PROBS", "NUM_ACTIONS", "NUM_OUTCOMES", "RULES", "Afterstate",
+           "chance", "decision", "dice_probs", "init", "make_search_fns", "outcome_of_dice",
+           "rollout_return", "standard_legal_mask", "step"]
 
 NUM_ACTIONS = 6 * 26
+# Legal micro-moves of one position: at most 15 sources x 2 dice (the no-op excluded).
+MAX_FIRST_MOVES = 32
+RULES = ("standard", "pgx")
 # The 21 distinct rolls (low die, high die), 1-6; outcome k is DICE[k].
 DICE: tuple[tuple[int, int], ...] = tuple((lo, hi) for lo in range(1, 7)
                                           for hi in range(lo, 7))
@@ -189,6 +197,52 @@ def _sample(weights: jax.Array, u: jax.Array) -> jax.Array:
     return jnp.argmax(cumulative > u[:, None] * cumulative[:, -1:], axis=-1).astype(jnp.int32)
 
 
+def _first_of_half(s: PgxState) -> jax.Array:
+    """Whether ``s``'s next micro-move starts one of OpenSpiel's checker-move pairs:
+    the first die of a turn, or the third of a double (OpenSpiel plays a double as
+    two actions of two checker moves, and applies the dice rule to each)."""
+    double = s._dice[0] == s._dice[1]
+    return (s._played_dice_num == 0) | (double & (s._played_dice_num == 2))
+
+
+def _standard_one(s: PgxState) -> jax.Array:
+    bg = _rules()
+    legal = s.legal_action_mask
+    tried = jnp.nonzero(legal, size=MAX_FIRST_MOVES, fill_value=0)[0]
+    real = legal[tried] & (tried // 6 != 0)
+
+    def has_second(action: jax.Array) -> jax.Array:
+        moved = bg._update_by_action(s, action)
+        ends = bg._is_all_off(moved._board) | bg._is_turn_end(moved)
+        return ~ends & jnp.any(moved.legal_action_mask[6:])
+
+    pair = jax.vmap(has_second)(tried) & real
+    die = tried % 6
+    larger = real & (die == jnp.max(jnp.where(real, die, -1)))
+    keep = jnp.where(jnp.any(pair), pair, larger)
+    narrowed = jnp.zeros_like(legal).at[tried].max(keep)
+    applies = _first_of_half(s) & jnp.any(real) & ~s.terminated
+    return jnp.where(applies, narrowed, legal)
+
+
+def standard_legal_mask(state: PgxState) -> jax.Array:
+    """``[B, 156]`` bool: pgx's legal micro-moves of batched ``state`` under the
+    standard dice rule, as OpenSpiel's ``backgammon`` applies it.
+
+    At the first micro-move of a turn (and the third of a double), a checker move
+    is legal only if a second checker move can follow it, when any first move
+    allows one; when at most one die can be played, only moves with the larger die
+    are legal. Later micro-moves, a position where only the no-op is legal, and a
+    finished game keep pgx's mask. Each first move is tried with pgx's own
+    ``_update_by_action`` (at most :data:`MAX_FIRST_MOVES` per position), so a call
+    costs about that many pgx moves per row. The micro-move sequences it leaves are
+    exactly the prefixes of OpenSpiel's legal turns: ``play_match`` of
+    :mod:`jaxpuct.alphazero.arena_backgammon` checks it at every micro-move its
+    agent plays.
+    """
+    return jax.vmap(_standard_one)(state)
+
+
 def rollout_return(state: PgxState, rng_key: jax.Array, max_steps: int) -> jax.Array:
     """``[B]`` float32 outcome of one uniform random rollout from ``state``, to its
     player to move: micro-moves uniform over pgx's legal actions, dice from
@@ -221,12 +275,16 @@ def rollout_return(state: PgxState, rng_key: jax.Array, max_steps: int) -> jax.A
     return jnp.where(final.terminated & ~state.terminated, won, 0.0).astype(jnp.float32)
 
 
-def make_search_fns(value: str = "rollouts", max_steps: int = 2000
+def make_search_fns(value: str = "rollouts", max_steps: int = 2000, rules: str = "standard"
                     ) -> tuple[Callable, Callable, Callable]:
     """``(root_fn, decision_recurrent_fn, chance_recurrent_fn)`` for backgammon.
 
-    Uniform priors over pgx's legal micro-moves (no network). Values, from the view
-    of the player to move (an afterstate's: of the player who moved):
+    Uniform priors over the legal micro-moves (no network): with ``rules="standard"``
+    those of :func:`standard_legal_mask` at every decision node (the game's rules,
+    OpenSpiel's), with ``rules="pgx"`` pgx's own mask (looser: see the module
+    docstring). Rollouts move uniformly over pgx's mask either way (the standard
+    mask costs about 30 pgx moves per call). Values, from the view of the player to
+    move (an afterstate's: of the player who moved):
 
     * ``value="rollouts"``: one uniform random rollout per new node
       (:func:`rollout_return`), as OpenSpiel's ``RandomRolloutEvaluator``; an
@@ -240,6 +298,7 @@ def make_search_fns(value: str = "rollouts", max_steps: int = 2000
     Args:
       value: ``"rollouts"`` or ``"zero"``.
       max_steps: micro-moves per rollout before it counts as 0.
+      rules: ``"standard"`` or ``"pgx"``: the legal micro-moves of the tree's nodes.
 
     Returns:
       ``root_fn(state, rng_key) -> RootFnOutput`` (batched pgx ``state``: prior
@@ -253,6 +312,8 @@ def make_search_fns(value: str = "rollouts", max_steps: int = 2000
         raise ValueError(f"value must be 'rollouts' or 'zero', got {value!r}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
+    if rules not in RULES:
+        raise ValueError(f"rules must be one of {RULES}, got {rules!r}")
 
     def state_value(state, key):
         if value == "zero":
@@ -260,7 +321,8 @@ def make_search_fns(value: str = "rollouts", max_steps: int = 2000
         return jnp.where(state.terminated, 0.0, rollout_return(state, key, max_steps))
 
     def legal(state):
-        return state.legal_action_mask & ~state.terminated[:, None]
+        mask = standard_legal_mask(state) if rules == "standard" else state.legal_action_mask
+        return mask & ~state.terminated[:, None]
 
     def root_fn(state, rng_key):
         mask = legal(state)
