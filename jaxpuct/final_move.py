@@ -11,9 +11,9 @@
   exploration spent on a child beyond what PUCT would have given it are removed
   from the self-play target.
 
-* :func:`visit_policy`, :func:`value_weighted_policy`, :func:`sample_action`: the
-  visit target with temperature, AlphaZero's move (Silver et al. 2018), and the
-  value-weighted variant.
+* :func:`visit_policy`, :func:`value_weighted_policy`, :func:`sample_action`,
+  :func:`choose_action`: the visit target with temperature, AlphaZero's move
+  (Silver et al. 2018), and the value-weighted variant.
 
 All are pure functions of root statistics ``[B, A]``.
 """
@@ -23,11 +23,13 @@ from __future__ import annotations
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpuct.indexing import row_take
 from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.selection import PUCTConfig, exploration_weight
 from jaxpuct.tree import Tree, present
+from jaxpuct.validation import concrete_value
 
 
 def root_edge_moments(tree: Tree) -> tuple[jax.Array, jax.Array]:
@@ -188,3 +190,26 @@ def sample_action(rng_keys: jax.Array, weights: jax.Array) -> jax.Array:
     logits = jnp.where(weights > 0, jnp.log(jnp.maximum(weights, WEIGHT_FLOOR)), -jnp.inf)
     action = jax.vmap(jax.random.categorical)(rng_keys, logits)
     return jnp.where(has_weight, action, -1).astype(jnp.int32)
+
+
+def choose_action(rng_keys: jax.Array, weights: jax.Array, temperature: chex.Numeric
+                  ) -> jax.Array:
+    """:func:`sample_action` of the :func:`visit_policy` weights made with
+    ``temperature``: where that is known at trace time to be ``<= 0`` (or NaN) in
+    every row, the weights are one-hot and the draw can only return their argmax,
+    so the argmax is returned without drawing (the same actions; on CPU each
+    threefry draw is a loop of its own, a few microseconds of a ``B = 1`` search).
+
+    Args:
+      rng_keys: ``[B]`` keys.
+      weights: ``[B, A]`` non-negative.
+      temperature: ``[B]`` or scalar.
+
+    Returns:
+      ``[B]`` int32; ``-1`` in a row with no weight.
+    """
+    tau = concrete_value(temperature)
+    if tau is None or not np.all(np.isnan(tau) | (tau <= 0)):
+        return sample_action(rng_keys, weights)
+    has_weight = jnp.any(weights > 0, axis=-1)
+    return jnp.where(has_weight, jnp.argmax(weights, axis=-1), -1).astype(jnp.int32)

@@ -17,6 +17,7 @@ from jaxpuct import frame, validation
 from jaxpuct import solver as solver_lib
 from jaxpuct.expanders import RecurrentExpander
 from jaxpuct.final_move import (  # noqa: F401 (re-exported: the policy's move functions)
+    choose_action,
     lcb_action,
     sample_action,
     value_weighted_policy,
@@ -158,7 +159,7 @@ def alphazero_policy(
     counts = value_weighted_policy(visits, summary.qvalues) if value_weighted else visits
     action_weights = visit_policy(counts, jnp.maximum(temperature, 0.0), legal)
     action = (lcb_action(search_tree) if final_move == "lcb"
-              else sample_action(prepared.sample_keys, action_weights))
+              else choose_action(prepared.sample_keys, action_weights, temperature))
     if solver_cfg is not None:
         greedy = jnp.broadcast_to(jnp.asarray(temperature) <= 0, action.shape)
         plain_greedy = final_move == "visits" and not value_weighted

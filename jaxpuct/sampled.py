@@ -90,7 +90,7 @@ from jaxpuct import frame, validation
 from jaxpuct import gumbel as gumbel_lib
 from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.factored import stochastic_beam_top_k
-from jaxpuct.final_move import lcb_action, sample_action, visit_policy
+from jaxpuct.final_move import choose_action, lcb_action, visit_policy
 from jaxpuct.numerics import WEIGHT_FLOOR, finite_or_zero, prior_and_legal
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.roots import root_legal_mask
@@ -751,7 +751,7 @@ def sampled_policy(
     if final_move == "lcb":
         slot = jnp.where(jnp.any(prepared.legal, axis=-1), lcb_action(search_tree), -1)
     else:
-        slot = sample_action(prepared.sample_keys, weights)
+        slot = choose_action(prepared.sample_keys, weights, temperature)
     return _output(search_tree, space, slot, weights)
 
 

@@ -74,7 +74,7 @@ from jaxpuct import gumbel as gumbel_lib
 from jaxpuct import solver as solver_lib
 from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.backup import store_leaves
-from jaxpuct.final_move import lcb_action, sample_action, visit_policy
+from jaxpuct.final_move import choose_action, lcb_action, visit_policy
 from jaxpuct.graph import GraphConfig
 from jaxpuct.indexing import row_add, row_set, row_take
 from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
@@ -725,7 +725,7 @@ def stochastic_policy(
     if final_move == "lcb":
         action = jnp.where(jnp.any(legal, axis=-1), lcb_action(search_tree), -1)
     else:
-        action = sample_action(prepared.sample_keys, action_weights)
+        action = choose_action(prepared.sample_keys, action_weights, temperature)
     if call.solver not in (False, None):
         greedy = jnp.broadcast_to(jnp.asarray(temperature) <= 0, action.shape)
         use_proof = solver_lib.root_proven(search_tree) | (greedy & (final_move == "visits"))

@@ -187,3 +187,53 @@ def test_masked_softmax_handles_empty_and_non_finite_rows():
     q = np.asarray(jax.jit(jaxpuct.numerics.masked_softmax)(jnp.array([[0.0, jnp.nan]]),
                                                    jnp.array([[True, False]])))
     np.testing.assert_array_equal(q, [[1.0, 0.0]])
+
+
+@sc.jit(static_argnames=("greedy",))
+def _choose(keys, counts, tau, greedy):
+    weights = jaxpuct.final_move.visit_policy(counts, tau)
+    # greedy: the temperature is a Python 0 (known at trace time); else traced.
+    return (jaxpuct.final_move.choose_action(keys, weights, 0.0 if greedy else tau),
+            jaxpuct.final_move.sample_action(keys, weights))
+
+
+@settings(max_examples=20, deadline=None)
+@given(visit_counts(), st.integers(0, 2**31 - 1))
+def test_greedy_choice_is_the_draw_without_random_numbers(counts, seed):
+    """At a temperature known to be 0 the move is the argmax of the one-hot weights
+    (lowest index on ties, -1 without visits): exactly what the draw returns, so the
+    policies skip the draw; a traced temperature draws."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), B)
+    tau = np.zeros(B, np.float32)
+    for greedy in (True, False):
+        chosen, drawn = _choose(keys, counts, tau, greedy=greedy)
+        np.testing.assert_array_equal(chosen, drawn)
+    want = np.where(counts.sum(-1) > 0, np.argmax(counts, -1), -1)
+    np.testing.assert_array_equal(chosen, want)
+
+
+def test_greedy_search_compiles_without_random_draws():
+    """A search with no root noise, a temperature of 0 and a ``recurrent_fn`` that
+    ignores its key needs no random numbers: the compiled program has no threefry
+    (each is a loop of its own on CPU, most of a one-simulation search's fixed cost
+    at ``B = 1``); at temperature 1 it draws the move."""
+
+    def recurrent_fn(params, key, action, embedding):
+        del params, key
+        out = jaxpuct.RecurrentFnOutput(
+            reward=jnp.zeros(action.shape), discount=jnp.ones(action.shape),
+            prior_logits=jnp.zeros(action.shape + (3,)), value=jnp.zeros(action.shape))
+        return out, embedding
+
+    root = jaxpuct.RootFnOutput(prior_logits=jnp.zeros((1, 3)), value=jnp.zeros(1),
+                                embedding=jnp.zeros(1))
+
+    def program(temperature):
+        def search(key):
+            return jaxpuct.alphazero_policy(None, key, root, recurrent_fn, 4,
+                                            dirichlet_fraction=0.0,
+                                            temperature=temperature).action
+        return jax.jit(search).lower(jax.random.PRNGKey(0)).compile().as_text()
+
+    assert "threefry" not in program(0.0)
+    assert "threefry" in program(1.0)
