@@ -501,8 +501,13 @@ class GumbelRoot:
         tree = prepared.tree
         batch_size, width = tree.batch_size, tree.num_actions
         num_actions = width if tree.chance is None else tree.chance.num_actions
+        scale_value = validation.concrete_value(gumbel_scale)
         if gumbel is not None:
             validation.check_shape("gumbel", gumbel, (batch_size, num_actions))
+        elif scale_value is not None and np.all(scale_value == 0):
+            # A deterministic search: the draw would be multiplied by 0, so it is
+            # not made (each threefry is a loop of its own on CPU).
+            gumbel = jnp.zeros((batch_size, num_actions), jnp.float32)
         else:
             # Each element draws from its own key (the frame's per-tree move key),
             # so the batch elements stay independent.

@@ -152,6 +152,26 @@ def test_equal_to_mctx_on_deep_synthetic_trees(scale, seed):
     jaxpuct.testing.check_tree(ours.search_tree, SYN_S)
 
 
+@sc.jit
+def _deterministic_pair(key):
+    """Both at a ``gumbel_scale`` of 0 known at trace time, jaxpuct without the
+    ``gumbel`` argument: it then draws nothing (zeros), mctx multiplies its draw by
+    0."""
+    root, recurrent_fn = synthetic.synthetic_game(SYN_B, SYN_A, logit_scale=2.0)
+    mroot, mrf = _mctx_root(root), _mctx_recurrent(recurrent_fn)
+    theirs = mctx.gumbel_muzero_policy(None, key, mroot, mrf, SYN_S,
+                                       max_num_considered_actions=SYN_M, gumbel_scale=0.0)
+    ours = jaxpuct.gumbel_policy(None, key, mroot, mrf, SYN_S,
+                                 max_num_considered_actions=SYN_M, gumbel_scale=0.0)
+    return ours, theirs
+
+
+def test_deterministic_search_draws_nothing_and_equals_mctx():
+    ours, theirs = _deterministic_pair(jax.random.PRNGKey(5))
+    _assert_equal_to_mctx(ours, theirs)
+    assert len({tuple(v) for v in _root_visits(ours)}) > SYN_B // 2
+
+
 TTT_S = 48
 TTT_POSITIONS = [p for p in tictactoe.all_positions() if 1 <= 9 - p.count(0) <= 3][::37][:8]
 

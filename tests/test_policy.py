@@ -216,7 +216,8 @@ def test_greedy_search_compiles_without_random_draws():
     """A search with no root noise, a temperature of 0 and a ``recurrent_fn`` that
     ignores its key needs no random numbers: the compiled program has no threefry
     (each is a loop of its own on CPU, most of a one-simulation search's fixed cost
-    at ``B = 1``); at temperature 1 it draws the move."""
+    at ``B = 1``); at temperature 1 it draws the move. Likewise a Gumbel search with
+    ``gumbel_scale`` 0."""
 
     def recurrent_fn(params, key, action, embedding):
         del params, key
@@ -237,3 +238,12 @@ def test_greedy_search_compiles_without_random_draws():
 
     assert "threefry" not in program(0.0)
     assert "threefry" in program(1.0)
+
+    def gumbel_program(scale):
+        def search(key):
+            return jaxpuct.gumbel_policy(None, key, root, recurrent_fn, 4,
+                                         gumbel_scale=scale).action
+        return jax.jit(search).lower(jax.random.PRNGKey(0)).compile().as_text()
+
+    assert "threefry" not in gumbel_program(0.0)
+    assert "threefry" in gumbel_program(1.0)
