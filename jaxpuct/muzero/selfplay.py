@@ -37,8 +37,9 @@ from jaxpuct.sampled import SampledPolicyOutput
 from jaxpuct.selection import MinMaxBounds
 from jaxpuct.testing import tictactoe as ttt
 
-__all__ = ["LearnedModel", "Trajectories", "batch_major", "evaluate_games", "evaluate_optimal_moves", "observe",
-           "play_games", "search", "search_roots", "step_record"]
+__all__ = ["LearnedModel", "Trajectories", "batch_major", "evaluate_games",
+           "evaluate_optimal_moves", "observe", "play_games", "search", "search_roots",
+           "step_record"]
 
 OBS_SHAPE = (18,)
 MAX_PLIES = 9
