@@ -5,6 +5,7 @@
     python -m examples.muzero --iterations 100 --policy alphazero --run-dir runs/muzero_ttt
     python -m examples.muzero --iterations 100 --policy sampled --num-samples 4
     python -m examples.muzero --game 2048 --iterations 40
+    python -m examples.muzero --game 2048 --model stochastic --max-minutes 15
     python -m examples.muzero --game connect_four --run-dir runs/muzero_c4   # 60 minutes
 
 Each iteration plays ``--batch-size`` games to their ends in lockstep (the
@@ -25,7 +26,14 @@ a random one, half as X and half as O
 and plays ``--segment-length`` moves of each per iteration, a game cut by the
 segment's end written truncated; every ``--eval-every`` iterations the greedy
 search plays 64 games from fresh boards to their ends (mean score ± standard
-error). ``--game connect_four`` (:mod:`jaxpuct.muzero.board_game`, pgx's rules;
+error). ``--game 2048 --model stochastic`` is Stochastic MuZero (Antonoglou et al.
+2022, :mod:`jaxpuct.muzero.stochastic_training`): the same segments searched by
+``stochastic_gumbel_policy`` (``--policy gumbel``) or ``stochastic_policy``
+(``--policy alphazero``) through the learned afterstates and ``--num-codes``
+chance codes, trained on windows that also carry their ``K + 1`` observations
+(the encoder's input), with the same evaluation, checkpoints and metrics (plus
+the afterstate value, code prior and commitment terms and the codes'
+perplexity). ``--game connect_four`` (:mod:`jaxpuct.muzero.board_game`, pgx's rules;
 ``GAME_DEFAULTS["connect_four"]``) keeps its games alive across iterations the
 same way and, every ``--eval-every`` iterations, plays ``--eval-games`` games of
 the greedy search at ``--eval-simulations`` against OpenSpiel's MCTSBot with

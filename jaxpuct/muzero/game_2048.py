@@ -1,4 +1,6 @@
-"""Lockstep self-play of 2048 segments with a MuZero model, and its evaluation.
+"""Lockstep self-play of 2048 segments with a MuZero model (or a Stochastic MuZero
+one, searched with chance nodes by :func:`.selfplay.search_roots`), and its
+evaluation.
 
 The rules are pgx's 2048 (Koyamada et al. 2023) through the split of its step
 in :mod:`jaxpuct.envs.pgx_2048`: the move (slide and merge; the reward is the sum
