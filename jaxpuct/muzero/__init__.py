@@ -51,7 +51,7 @@ loss with the afterstate-value, code-prior and commitment terms, a sampler that
 adds each window's observations to :func:`.replay.sample`, and the train step
 (:mod:`.stochastic_training`). The buffer and the targets are MuZero's, and so
 is the loop: ``examples/muzero.py --game 2048 --model stochastic``
-(:attr:`.config.MuZeroConfig.model`; :func:`.selfplay.search_roots` searches a
+(``MuZeroConfig.model``; :func:`.selfplay.search_roots` searches a
 :class:`.stochastic_model.StochasticMuZeroModel` with chance nodes).
 """
 
