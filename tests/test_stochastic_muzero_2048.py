@@ -12,6 +12,7 @@ time budget.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -21,7 +22,7 @@ import pytest
 
 from examples import muzero as example
 from jaxpuct.envs import pgx_2048
-from jaxpuct.muzero import game_2048, replay, stochastic_training
+from jaxpuct.muzero import game_2048, replay, selfplay, stochastic_training
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.stochastic_model import StochasticMuZeroModel
 
@@ -119,6 +120,21 @@ def test_unsupported_arguments_are_refused_by_name(change):
     with pytest.raises(ValueError, match=f"MuZeroConfig.{name} .* with model 'stochastic'"):
         MuZeroConfig.from_json({**base, **change})
     MuZeroConfig.from_json({**base, **change, "model": "muzero"})  # MuZero runs it
+
+
+def test_a_stochastic_model_with_the_sampled_policy_is_refused_when_traced():
+    """Past the config (a library caller's own model): the search refuses at trace
+    time, naming the argument."""
+    _, _, ts, model, _, _, _ = setting()
+    config = dataclasses.replace(CONFIG, model="muzero", policy="sampled")
+
+    def search(params):
+        return selfplay.search_roots(config, model, params, jax.random.key(0),
+                                     jnp.zeros((2, *game_2048.OBS_SHAPE)),
+                                     jnp.ones((2, 4), jnp.bool_), False)
+
+    with pytest.raises(ValueError, match="MuZeroConfig.policy 'sampled' .*Stochastic"):
+        jax.eval_shape(search, ts.params)
 
 
 def test_the_command_line_names_the_model():
