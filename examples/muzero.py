@@ -5,6 +5,7 @@
     python -m examples.muzero --iterations 100 --policy alphazero --run-dir runs/muzero_ttt
     python -m examples.muzero --iterations 100 --policy sampled --num-samples 4
     python -m examples.muzero --game 2048 --iterations 40
+    python -m examples.muzero --game 2048 --model stochastic --max-minutes 15
     python -m examples.muzero --game connect_four --run-dir runs/muzero_c4   # 60 minutes
 
 Each iteration plays ``--batch-size`` games to their ends in lockstep (the
@@ -25,7 +26,14 @@ a random one, half as X and half as O
 and plays ``--segment-length`` moves of each per iteration, a game cut by the
 segment's end written truncated; every ``--eval-every`` iterations the greedy
 search plays 64 games from fresh boards to their ends (mean score ± standard
-error). ``--game connect_four`` (:mod:`jaxpuct.muzero.board_game`, pgx's rules;
+error). ``--game 2048 --model stochastic`` is Stochastic MuZero (Antonoglou et al.
+2022, :mod:`jaxpuct.muzero.stochastic_training`): the same segments searched by
+``stochastic_gumbel_policy`` (``--policy gumbel``) or ``stochastic_policy``
+(``--policy alphazero``) through the learned afterstates and ``--num-codes``
+chance codes, trained on windows that also carry their ``K + 1`` observations
+(the encoder's input), with the same evaluation, checkpoints and metrics (plus
+the afterstate value, code prior and commitment terms and the codes'
+perplexity). ``--game connect_four`` (:mod:`jaxpuct.muzero.board_game`, pgx's rules;
 ``GAME_DEFAULTS["connect_four"]``) keeps its games alive across iterations the
 same way and, every ``--eval-every`` iterations, plays ``--eval-games`` games of
 the greedy search at ``--eval-simulations`` against OpenSpiel's MCTSBot with
@@ -59,10 +67,21 @@ import numpy as np
 
 from jaxpuct.alphazero import checkpoints, rundir
 from jaxpuct.alphazero import config as config_lib
-from jaxpuct.muzero import board_game, game_2048, reanalyse, replay, selfplay, symmetry, training
+from jaxpuct.muzero import (
+    board_game,
+    game_2048,
+    reanalyse,
+    replay,
+    selfplay,
+    stochastic_training,
+    symmetry,
+    training,
+)
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
 from jaxpuct.muzero.networks import init_network
+from jaxpuct.muzero.stochastic_model import StochasticMuZeroModel
+from jaxpuct.muzero.stochastic_networks import init_stochastic_network
 
 # A game's own defaults, under the flags given on the command line. 2048: scores
 # of any size (categorical heads over h-transformed supports: values to about
@@ -140,6 +159,21 @@ class TrainState:
     ema_params: Any = None  # the parameters' moving average (--ema-decay > 0)
 
 
+def make_model(config: MuZeroConfig, graphdef) -> selfplay.LearnedModel:
+    """The searched model of ``config.model``: MuZero's or Stochastic MuZero's."""
+    if config.model == "stochastic":
+        return StochasticMuZeroModel(graphdef, discount=config.discount,
+                                     zero_sum=config.zero_sum)
+    return MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
+
+
+def loss_names(config: MuZeroConfig) -> tuple[str, ...]:
+    """The loss terms an iteration reports (means over its optimiser steps)."""
+    if config.model == "stochastic":
+        return LOSS_NAMES + STOCHASTIC_LOSS_NAMES
+    return LOSS_NAMES
+
+
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
                target, step, first_step):
@@ -148,9 +182,22 @@ def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buf
     ``target``: the target network's parameters (``--target-update-every N > 0``),
     which reanalyse searches with; copied from ``params`` after every ``N``-th step.
     ``priorities``: ``(rows, new priorities)`` of the batch with prioritised replay.
+    With ``--model stochastic`` the batch also holds each window's ``K + 1``
+    observations (:func:`.stochastic_training.sample`) and the step is
+    :func:`.stochastic_training.stochastic_train_step`.
     """
-    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
     every = config.target_update_every
+    if config.model == "stochastic":
+        # No reanalyse or symmetry here: MuZeroConfig refuses them with this model.
+        batch = stochastic_training.sample(
+            buffer, jax.random.fold_in(key, step), config.train_batch_size,
+            config.unroll_steps, config.td_steps, config.signed_discount,
+            config.priority_alpha)
+        params, opt_state, metrics = stochastic_training.stochastic_train_step(
+            graphdef, optimizer, config.stochastic_loss, params, opt_state, batch)
+        return _after_step(config, params, opt_state, batch.index, metrics, target,
+                           first_step + step + 1)
+    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
     # With n at least a game's length the value target is the game's return: no
     # search can change it. 2048's games are longer than any n.
     bootstrap = not config.zero_sum or config.td_steps < (config.max_plies or 0)
@@ -173,15 +220,28 @@ def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buf
             batch, jax.random.fold_in(key, 2 * config.train_steps + step))
     params, opt_state, metrics = training.train_step(graphdef, optimizer, config.loss,
                                                      params, opt_state, batch)
+    return _after_step(config, params, opt_state, batch.index, metrics, target,
+                       first_step + step + 1)
+
+
+def _after_step(config: MuZeroConfig, params, opt_state, index, metrics, target, done):
+    """``train_step``'s result after ``done`` optimiser steps in all: the batch's
+    new priorities (``index [B]`` its rows) with prioritised replay, the target
+    network's copy, the reported terms."""
     priorities = None
     if config.priority_alpha > 0:
-        priorities = (batch.index, metrics["priority"])
-    if every:
-        target = training.update_target(params, target, first_step + step + 1, every)
-    return params, opt_state, priorities, {k: metrics[k] for k in LOSS_NAMES}, target
+        priorities = (index, metrics["priority"])
+    if config.target_update_every:
+        target = training.update_target(params, target, done, config.target_update_every)
+    return params, opt_state, priorities, {k: metrics[k] for k in loss_names(config)}, target
 
 
 LOSS_NAMES = ("loss", "policy_loss", "value_loss", "reward_loss")
+# Stochastic MuZero's further terms (jaxpuct.muzero.stochastic_training), and the
+# perplexity of the codes the encoder gave the batch's transitions (1: one code for
+# all, collapsed; up to num_codes).
+STOCHASTIC_LOSS_NAMES = ("afterstate_value_loss", "code_loss", "commitment_loss",
+                         "code_perplexity")
 _update_priorities = jax.jit(replay.update_priorities)
 _polyak_average = jax.jit(training.polyak_average)
 
@@ -195,14 +255,15 @@ def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, 
     runs a convolution's backward pass two orders of magnitude slower (the
     connect-four ResNet, 32 rows: 10.6 CPU-s a step inside the loop, 0.06 alone).
     """
-    sums = {k: jnp.zeros(()) for k in LOSS_NAMES}
+    names = loss_names(config)
+    sums = {k: jnp.zeros(()) for k in names}
     for i in range(config.train_steps):
         params, opt_state, priorities, metrics, target = train_step(
             config, graphdef, optimizer, params, opt_state, buffer, key, target, jnp.int32(i),
             jnp.asarray(first_step, jnp.int32))
         if priorities is not None:
             buffer = _update_priorities(buffer, *priorities)
-        sums = {k: sums[k] + metrics[k] for k in LOSS_NAMES}
+        sums = {k: sums[k] + metrics[k] for k in names}
     steps = max(config.train_steps, 1)
     return params, opt_state, buffer, {k: v / steps for k, v in sums.items()}, target
 
@@ -228,7 +289,12 @@ def initial_state(config: MuZeroConfig) -> tuple[Any, Any, TrainState]:
     checkpoint is restored into)."""
     init_key, key = jax.random.split(jax.random.key(config.seed))
     obs_shape, obs_dtype = observation_spec(config)
-    graphdef, params = init_network(config.network, config.num_actions, obs_shape, init_key)
+    if config.model == "stochastic":
+        graphdef, params = init_stochastic_network(config.network, config.num_actions,
+                                                   config.num_codes, obs_shape, init_key)
+    else:
+        graphdef, params = init_network(config.network, config.num_actions, obs_shape,
+                                        init_key)
     optimizer = _optimizer(config.loss)
     boards_key, key = jax.random.split(key)
     boards = None
@@ -299,7 +365,7 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
         lock = rundir.acquire(run_dir)
     is_2048, is_board = config.game == "2048", config.game == "connect_four"
     graphdef, optimizer, ts = initial_state(config)
-    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
+    model = make_model(config, graphdef)
     if resume:
         if run_dir is None:
             raise SystemExit("error: --resume needs --run-dir")

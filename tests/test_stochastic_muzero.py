@@ -357,9 +357,6 @@ def test_both_chance_node_policies_run_on_the_model_under_jit():
     assert jax.tree.structure(shapes) == jax.tree.structure(params)
     assert all(jax.tree.leaves(jax.tree.map(
         lambda a, b: a.shape == b.shape and a.dtype == b.dtype, shapes, params)))
-    with pytest.raises(ValueError, match="kind='mlp' only, got 'resnet'"):
-        snet.StochasticMuZeroNetwork(NetworkConfig(kind="resnet"), 2, 3, (2, 2, 1),
-                                     rngs=nnx.Rngs(0))
     obs = np.random.default_rng(3).normal(size=(2, OBS_SIZE)).astype(np.float32)
     legal = np.array([[True, True], [False, True]])
     simulations = 8
@@ -392,3 +389,77 @@ def test_both_chance_node_policies_run_on_the_model_under_jit():
     assert node > 0
     expected, _, _ = _prior_and_codes(model, params, obs, obs)
     np.testing.assert_allclose(gumbel_tree.children_prior[0, node], expected[0], rtol=1e-5)
+
+
+# ------------------------------------------------------------------ the ResNet family
+
+RESNET = NetworkConfig(kind="resnet", hidden=(8,), channels=4, num_blocks=1,
+                       value_support=3, reward_support=2)
+# A 2 x 2 board with 5 actions: the action spans two planes (ceil(5 / 4)).
+BOARD, RESNET_ACTIONS = (2, 2, 3), 5
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _resnet_dynamics(graphdef, state, afterstate, codes):
+    net = nnx.merge(graphdef, state)
+    return [net.dynamics(afterstate, code) for code in codes]
+
+
+def test_the_resnet_family_has_the_shapes_of_the_contract_and_reads_the_code():
+    """Shapes by tracing only (``jax.eval_shape``: no compile) of every function,
+    the unrolled loss and both searches on the model; then one compiled call: the
+    dynamics' reward and next latent change with the code, which enters as planes."""
+    batch, k = 3, 2
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: snet.StochasticMuZeroNetwork(
+        RESNET, RESNET_ACTIONS, NUM_CODES, BOARD, rngs=nnx.Rngs(0))))
+    obs = jax.ShapeDtypeStruct((batch, *BOARD), jnp.bool_)
+    action = jax.ShapeDtypeStruct((batch,), jnp.int32)
+
+    def functions(state, obs, action):
+        net = nnx.merge(graphdef, state)
+        latent = net.represent(obs)
+        after = net.afterstate_dynamics(latent, action)
+        code, enc_logits = net.encode(obs, obs)
+        return (latent, net.predict(latent), after, net.afterstate_predict(after),
+                net.dynamics(after, code), code, enc_logits)
+
+    latent, (policy, value), after, (code_logits, q), (reward, nxt), code, enc = \
+        jax.eval_shape(functions, state, obs, action)
+    assert latent.shape == after.shape == nxt.shape == (batch, 2, 2, RESNET.channels)
+    assert policy.shape == (batch, RESNET_ACTIONS)
+    assert value.shape == q.shape == (batch, 2 * 3 + 1)
+    assert reward.shape == (batch, 2 * 2 + 1)
+    assert code_logits.shape == code.shape == enc.shape == (batch, NUM_CODES)
+
+    def loss(state, observations):
+        targets = targets_lib.UnrollTargets(
+            value=jnp.zeros((batch, k + 1)), reward=jnp.zeros((batch, k + 1)),
+            policy=jnp.full((batch, k + 1, RESNET_ACTIONS), 1.0 / RESNET_ACTIONS),
+            policy_mask=jnp.ones((batch, k + 1), jnp.bool_))
+        return st.stochastic_unroll_loss(nnx.merge(graphdef, state), st.StochasticBatch(
+            observations=observations, actions=jnp.zeros((batch, k), jnp.int32),
+            targets=targets, weights=jnp.ones((batch,)),
+            index=jnp.zeros((batch,), jnp.int32)), LOSS)
+
+    total, metrics = jax.eval_shape(
+        loss, state, jax.ShapeDtypeStruct((batch, k + 1, *BOARD), jnp.bool_))
+    assert total.shape == () and metrics["priority"].shape == (batch,)
+    model = StochasticMuZeroModel(graphdef, discount=GAMMA)
+    puct, gumbel = jax.eval_shape(lambda s, o: _both_policies(
+        model, 4, s, jax.random.key(0), o, jnp.ones((batch, RESNET_ACTIONS), jnp.bool_)),
+        state, obs)
+    for out in (puct, gumbel):
+        assert out.action.shape == (batch,)
+        assert out.action_weights.shape == (batch, RESNET_ACTIONS)
+    with pytest.raises(ValueError, match="obs_shape"):
+        snet.StochasticMuZeroNetwork(RESNET, RESNET_ACTIONS, NUM_CODES, 12, rngs=nnx.Rngs(0))
+    # The code changes what the dynamics gives (random weights, NumPy-drawn: no
+    # initialiser to compile).
+    rng = np.random.default_rng(1)
+    concrete = jax.tree.map(
+        lambda leaf: jnp.asarray(rng.normal(size=leaf.shape) * 0.5, leaf.dtype), state)
+    afterstate = jnp.asarray(rng.uniform(size=(batch, 2, 2, RESNET.channels)), jnp.float32)
+    codes = [jax.nn.one_hot(jnp.full((batch,), c), NUM_CODES) for c in range(2)]
+    (r0, s0), (r1, s1) = _resnet_dynamics(graphdef, concrete, afterstate, codes)
+    assert np.all(np.abs(np.asarray(r0) - np.asarray(r1)).max(-1) > 1e-4)
+    assert np.all(np.abs(np.asarray(s0) - np.asarray(s1)).reshape(batch, -1).max(-1) > 1e-4)

@@ -40,16 +40,19 @@ likelihood of the weighted samples. Episodes cut by a time limit are written
 ``truncated``: their n-step targets bootstrap at the cut and nothing is trained
 past it (:mod:`.targets`). ``examples/pendulum.py --model learned`` uses both.
 
-Stochastic MuZero (Antonoglou et al. 2022), first slice: its afterstate dynamics
+Stochastic MuZero (Antonoglou et al. 2022): its afterstate dynamics
 ``phi(s, a) -> as``, afterstate prediction ``psi(as) -> (sigma, Q)``, dynamics
 ``g(as, c) -> (r, s')`` and the chance encoder ``e(o_t, o_{t+1})`` (a one-hot code
-with a straight-through gradient), MLP only
+with a straight-through gradient), MLP and ResNet
 (:mod:`.stochastic_networks`); the model as the ``decision_recurrent_fn`` /
 ``chance_recurrent_fn`` pair of :func:`jaxpuct.stochastic_policy` and
 :func:`jaxpuct.stochastic_gumbel_policy` (:mod:`.stochastic_model`); the unrolled
 loss with the afterstate-value, code-prior and commitment terms, a sampler that
 adds each window's observations to :func:`.replay.sample`, and the train step
-(:mod:`.stochastic_training`). The buffer and the targets are MuZero's.
+(:mod:`.stochastic_training`). The buffer and the targets are MuZero's, and so
+is the loop: ``examples/muzero.py --game 2048 --model stochastic``
+(``MuZeroConfig.model``; :func:`.selfplay.search_roots` searches a
+:class:`.stochastic_model.StochasticMuZeroModel` with chance nodes).
 """
 
 import jaxpuct.muzero._dependencies  # noqa: F401  (first: a missing extra is named)

@@ -10,15 +10,19 @@ from __future__ import annotations
 import dataclasses
 
 from jaxpuct.muzero.networks import NetworkConfig
+from jaxpuct.muzero.stochastic_training import StochasticLossConfig
 from jaxpuct.muzero.training import LR_SCHEDULES, LossConfig
 
-__all__ = ["GAMES", "POLICIES", "MuZeroConfig"]
+__all__ = ["GAMES", "MODELS", "POLICIES", "MuZeroConfig"]
 
 GAMES = ("tic_tac_toe", "connect_four", "2048")
 GAME_ACTIONS = {"tic_tac_toe": 9, "connect_four": 7, "2048": 4}
 # The longest game of a two-player game, in plies (2048 has no such bound).
 GAME_PLIES = {"tic_tac_toe": 9, "connect_four": 42}
 POLICIES = ("gumbel", "alphazero", "sampled")
+# The learned model: MuZero's (Schrittwieser et al. 2020) or Stochastic MuZero's,
+# with afterstates and chance codes (Antonoglou et al. 2022).
+MODELS = ("muzero", "stochastic")
 
 
 def _choice(default, choices):
@@ -49,6 +53,15 @@ class MuZeroConfig:
         (a game still running at the end is written truncated, bootstrapped with
         the model's value); unused by tic-tac-toe.
       num_simulations: simulations per move.
+      model: muzero (MuZero's model, jaxpuct.muzero.networks) or stochastic
+        (Stochastic MuZero, Antonoglou et al. 2022: afterstates and num_codes
+        learned chance codes, jaxpuct.muzero.stochastic_networks; searched by
+        stochastic_policy with --policy alphazero, stochastic_gumbel_policy with
+        --policy gumbel; trained by stochastic_training). stochastic: game 2048,
+        network_kind mlp, policy gumbel or alphazero, no reanalyse and no
+        symmetry augmentation.
+      num_codes: C, the chance codes of the stochastic model (32, the paper's
+        for 2048); unused by muzero.
       policy: gumbel (gumbel_policy, completed-Q target), alphazero (PUCT with
         muzero_puct_config, visit target, Dirichlet noise at the root) or sampled
         (Sampled MuZero: sampled_policy with muzero_puct_config over num_samples
@@ -117,6 +130,8 @@ class MuZeroConfig:
     segment_length: int = _at_least(200, 1)
     num_simulations: int = _at_least(16, 1)
     policy: str = _choice("gumbel", POLICIES)
+    model: str = _choice("muzero", MODELS)
+    num_codes: int = _at_least(32, 1)
     num_samples: int = _at_least(4, 1)
     network_kind: str = _choice("mlp", ("mlp", "resnet"))
     hidden: tuple[int, ...] = (64, 64)
@@ -172,9 +187,27 @@ class MuZeroConfig:
         if self.symmetry_augment:
             from jaxpuct.muzero.symmetry import check_game
             check_game(self.game)
+        if self.model == "stochastic":
+            self._check_stochastic()
         if self.network_kind == "resnet" and self.game != "connect_four":
             raise ValueError(f"MuZeroConfig.network_kind 'resnet' needs a board observation "
                              f"[H, W, C] (game connect_four), got game {self.game!r}.")
+
+    def _check_stochastic(self) -> None:
+        """Refuses what the stochastic model's loop does not do (yet), naming the
+        argument: the other games, the sampled policy (no sampled search over
+        chance nodes), the ResNet, reanalyse and symmetry augmentation (both
+        rebuild a MuZero batch, not the stochastic one with its observations)."""
+        refusals = (
+            ("game", self.game != "2048", "2048"),
+            ("policy", self.policy not in ("gumbel", "alphazero"), "gumbel or alphazero"),
+            ("network_kind", self.network_kind != "mlp", "mlp"),
+            ("reanalyse_fraction", self.reanalyse_fraction != 0, "0"),
+            ("symmetry_augment", self.symmetry_augment, "False"))
+        for name, refused, supported in refusals:
+            if refused:
+                raise ValueError(f"MuZeroConfig.{name} {getattr(self, name)!r} is not supported "
+                                 f"with model 'stochastic' (supported: {supported}).")
 
     @property
     def network(self) -> NetworkConfig:
@@ -215,6 +248,13 @@ class MuZeroConfig:
                           weight_decay=self.weight_decay, lr_schedule=self.lr_schedule,
                           lr_decay_steps=self.lr_decay_steps,
                           lr_final_fraction=self.lr_final_fraction)
+
+    @property
+    def stochastic_loss(self) -> StochasticLossConfig:
+        """The stochastic model's loss: :attr:`loss` with the afterstate value, code
+        prior and commitment terms at :class:`.stochastic_training.StochasticLossConfig`'s
+        defaults."""
+        return StochasticLossConfig(base=self.loss)
 
     def with_decay_over(self, iterations: int) -> MuZeroConfig:
         """This config with a schedule's unset horizon (``lr_decay_steps = 0``) set

@@ -1,4 +1,6 @@
-"""Lockstep self-play of 2048 segments with a MuZero model, and its evaluation.
+"""Lockstep self-play of 2048 segments with a MuZero model (or a Stochastic MuZero
+one, searched with chance nodes by :func:`.selfplay.search_roots`), and its
+evaluation.
 
 The rules are pgx's 2048 (Koyamada et al. 2023) through the split of its step
 in :mod:`jaxpuct.envs.pgx_2048`: the move (slide and merge; the reward is the sum
@@ -34,8 +36,13 @@ import numpy as np
 
 from jaxpuct.envs import pgx_2048
 from jaxpuct.muzero.config import MuZeroConfig
-from jaxpuct.muzero.model import MuZeroModel
-from jaxpuct.muzero.selfplay import Trajectories, batch_major, search_roots, step_record
+from jaxpuct.muzero.selfplay import (
+    LearnedModel,
+    Trajectories,
+    batch_major,
+    search_roots,
+    step_record,
+)
 
 __all__ = ["BoardSearch", "BoardValue", "Boards", "Segment", "evaluate", "evaluation_games",
            "fresh_boards", "move_boards", "muzero_search", "observe", "play_segment",
@@ -110,7 +117,7 @@ BoardValue = Callable[[jax.Array], jax.Array]
 """``board [B, 16] -> [B]``: the value a truncated game bootstraps with."""
 
 
-def muzero_search(config: MuZeroConfig, model: MuZeroModel, params: Any) -> BoardSearch:
+def muzero_search(config: MuZeroConfig, model: LearnedModel, params: Any) -> BoardSearch:
     """The configured MuZero search (:func:`.selfplay.search_roots`) from the boards."""
 
     def search(key, board, legal, greedy):
@@ -159,7 +166,7 @@ def run_segment(search: BoardSearch, value: BoardValue, length: int, boards: Boa
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def play_segment(config: MuZeroConfig, model: MuZeroModel, params: Any, boards: Boards,
+def play_segment(config: MuZeroConfig, model: LearnedModel, params: Any, boards: Boards,
                  key: jax.Array) -> tuple[Boards, Segment]:
     """``config.segment_length`` moves of every board by the MuZero search, a
     running game bootstrapped with the model's value of its board."""
@@ -197,7 +204,7 @@ def evaluation_games(search: BoardSearch, num_games: int, max_moves: int, key: j
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 3, 4))
-def _evaluation_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
+def _evaluation_games(config: MuZeroConfig, model: LearnedModel, params: Any,
                       num_games: int, max_moves: int, key: jax.Array):
     return evaluation_games(muzero_search(config, model, params), num_games, max_moves, key)
 
@@ -213,7 +220,7 @@ def summarise(score: Any, length: Any, done: Any) -> dict[str, float]:
             "eval_unfinished": int((~done).sum())}
 
 
-def evaluate(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
+def evaluate(config: MuZeroConfig, model: LearnedModel, params: Any, key: jax.Array,
              num_games: int = 64, max_moves: int = 20000) -> dict[str, float]:
     """The greedy MuZero search's games (the most visited move, no noise; a game cut
     at ``max_moves`` counts its score so far), summarised by :func:`summarise`."""

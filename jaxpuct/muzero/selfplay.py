@@ -32,15 +32,21 @@ import numpy as np
 import jaxpuct
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel, muzero_puct_config
+from jaxpuct.muzero.stochastic_model import StochasticMuZeroModel
 from jaxpuct.sampled import SampledPolicyOutput
 from jaxpuct.selection import MinMaxBounds
 from jaxpuct.testing import tictactoe as ttt
 
-__all__ = ["Trajectories", "batch_major", "evaluate_games", "evaluate_optimal_moves", "observe",
-           "play_games", "search", "search_roots", "step_record"]
+__all__ = ["LearnedModel", "Trajectories", "batch_major", "evaluate_games",
+           "evaluate_optimal_moves", "observe", "play_games", "search", "search_roots",
+           "step_record"]
 
 OBS_SHAPE = (18,)
 MAX_PLIES = 9
+
+LearnedModel = MuZeroModel | StochasticMuZeroModel
+"""A model the searches of :func:`search_roots` run in: MuZero's, or Stochastic
+MuZero's (afterstates and chance codes)."""
 
 
 class Trajectories(NamedTuple):
@@ -95,8 +101,8 @@ def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array
     return search_roots(config, model, params, key, observe(state), ttt.legal(state), greedy)
 
 
-def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array,
-                 obs: jax.Array, legal: jax.Array, greedy: bool,
+def search_roots(config: MuZeroConfig, model: LearnedModel, params: Any,
+                 key: jax.Array, obs: jax.Array, legal: jax.Array, greedy: bool,
                  root_noise: bool | None = None
                  ) -> jaxpuct.PolicyOutput | SampledPolicyOutput:
     """The configured policy at observations ``obs [B, ...]`` (tic-tac-toe's ``[B,
@@ -104,10 +110,17 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
     of self-play, and of :mod:`.reanalyse` from the stored steps); Gumbel considers
     all ``A`` actions; ``key`` is one key or ``[B]`` keys. ``root_noise``: Dirichlet
     noise at a PUCT root (``None``: unless ``greedy``); the example reanalyses
-    without it (``docs/muzero.md`` has the measurement)."""
+    without it (``docs/muzero.md`` has the measurement).
+
+    A :class:`.stochastic_model.StochasticMuZeroModel` is searched with chance
+    nodes over its codes (Antonoglou et al. 2022): ``stochastic_gumbel_policy``
+    for ``gumbel``, ``stochastic_policy`` for ``alphazero`` (the same noise,
+    temperature and decision-node rule as the MuZero search's)."""
     root = model.root(params, obs, legal)
     noise = not greedy if root_noise is None else root_noise
     selection = muzero_puct_config(minmax_bounds=cast(MinMaxBounds, config.minmax_bounds))
+    if isinstance(model, StochasticMuZeroModel):
+        return _search_stochastic(config, model, params, key, root, greedy, noise, selection)
     if config.policy == "sampled":
         # The samples themselves stay random in a greedy search (the paper samples
         # at evaluation too); greedy removes the noise and plays the most visited.
@@ -125,6 +138,26 @@ def search_roots(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax
                                     config.num_simulations, selection=selection,
                                     dirichlet_fraction=0.25 if noise else 0.0,
                                     temperature=0.0 if greedy else 1.0)
+
+
+def _search_stochastic(config: MuZeroConfig, model: StochasticMuZeroModel, params: Any,
+                       key: jax.Array, root: jaxpuct.RootFnOutput, greedy: bool, noise: bool,
+                       selection: Any) -> jaxpuct.PolicyOutput:
+    """:func:`search_roots` with a stochastic model (``config.policy`` is gumbel or
+    alphazero: :class:`.config.MuZeroConfig` refuses the sampled policy with it)."""
+    if config.policy == "gumbel":
+        return jaxpuct.stochastic_gumbel_policy(
+            params, key, root, model.decision_recurrent_fn, model.chance_recurrent_fn,
+            config.num_simulations, max_num_considered_actions=root.prior_logits.shape[-1],
+            gumbel_scale=0.0 if greedy else 1.0)
+    if config.policy != "alphazero":
+        raise ValueError(f"MuZeroConfig.policy {config.policy!r} is not supported with a "
+                         f"StochasticMuZeroModel (gumbel or alphazero).")
+    return jaxpuct.stochastic_policy(params, key, root, model.decision_recurrent_fn,
+                                     model.chance_recurrent_fn, config.num_simulations,
+                                     selection=selection,
+                                     dirichlet_fraction=0.25 if noise else 0.0,
+                                     temperature=0.0 if greedy else 1.0)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

@@ -21,8 +21,21 @@ before the environment's chance event:
 
 Heads, supports and the latent min-max scaling are those of :mod:`.networks`
 (reused, not copied): ``Q`` has the value head's support, the reward head the
-reward support; afterstates are scaled to ``[0, 1]`` like latents. Only the MLP
-family exists so far; ``kind="resnet"`` is refused.
+reward support; afterstates are scaled to ``[0, 1]`` like latents. The two
+families of :class:`.networks.NetworkConfig`:
+
+* ``"mlp"``: latents and afterstates ``[B, L]``; the action (one-hot ``[B, A]``)
+  and the code (``[B, C]``) are concatenated to their input; each function a
+  :class:`.networks.Trunk`.
+* ``"resnet"``: latents and afterstates ``[B, H, W, channels]`` over the
+  observation's board ``[B, H, W, C_obs]``; each function a tower of MuZero's
+  residual blocks (:mod:`.networks`'s, shared) with its convolutional heads. The
+  action enters ``phi`` as MuZero's one-hot action planes
+  (:func:`.networks.action_planes`); the code enters ``g`` as ``C`` constant
+  planes, each the code's entry over the whole board (a code has no place on the
+  board; MuZero encodes Atari's actions so, as constant planes). The encoder's
+  tower reads the two observations stacked along the channels,
+  ``[B, H, W, 2 C_obs]``.
 """
 
 from __future__ import annotations
@@ -37,6 +50,9 @@ from flax import nnx
 from jaxpuct.muzero.networks import (
     NetworkConfig,
     Trunk,
+    _ConvHead,
+    _Tower,
+    action_planes,
     head_output,
     head_width,
     init_split,
@@ -76,22 +92,24 @@ def commitment_loss(code: jax.Array, logits: jax.Array) -> jax.Array:
 
 
 class StochasticMuZeroNetwork(nnx.Module):
-    """The six functions of one Stochastic MuZero model (MLP).
+    """The six functions of one Stochastic MuZero model (MLP or ResNet).
 
     Args:
-      config: a :class:`.networks.NetworkConfig` with ``kind="mlp"``.
+      config: a :class:`.networks.NetworkConfig` (``kind`` "mlp" or "resnet").
       num_actions: ``A``.
       num_codes: ``C``, chance codes (>= 1).
-      obs_shape: one observation's shape (flattened).
+      obs_shape: one observation's shape: any shape for "mlp" (flattened),
+        ``(H, W, C_obs)`` for "resnet".
       rngs: ``nnx.Rngs`` for the initialisation.
 
-    Methods (``B`` any batch; observations are cast to float32):
+    Methods (``B`` any batch; observations are cast to float32; a latent or
+    afterstate ``[B, S]`` is ``[B, L]`` (MLP) or ``[B, H, W, channels]`` (ResNet)):
 
-    * ``represent(obs [B, *obs_shape]) -> latent [B, L]`` in ``[0, 1]``;
+    * ``represent(obs [B, *obs_shape]) -> latent [B, S]`` in ``[0, 1]``;
     * ``predict(latent) -> (policy logits [B, A], value)``;
-    * ``afterstate_dynamics(latent, action [B] int) -> afterstate [B, L]`` in ``[0, 1]``;
+    * ``afterstate_dynamics(latent, action [B] int) -> afterstate [B, S]`` in ``[0, 1]``;
     * ``afterstate_predict(afterstate) -> (code logits [B, C], Q)``;
-    * ``dynamics(afterstate, code [B, C] float) -> (reward, next latent [B, L])``;
+    * ``dynamics(afterstate, code [B, C] float) -> (reward, next latent [B, S])``;
     * ``encode(obs [B, ...], next_obs [B, ...]) -> (code [B, C] one-hot, logits [B, C])``,
       the code straight-through (:func:`straight_through_code`);
 
@@ -102,9 +120,6 @@ class StochasticMuZeroNetwork(nnx.Module):
     def __init__(self, config: NetworkConfig, num_actions: int, num_codes: int,
                  obs_shape: Sequence[int] | int, *, rngs: nnx.Rngs):
         obs_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
-        if config.kind != "mlp":
-            raise ValueError(f"StochasticMuZeroNetwork supports NetworkConfig.kind='mlp' "
-                             f"only, got {config.kind!r}.")
         for name, count in (("num_actions", num_actions), ("num_codes", num_codes)):
             if not isinstance(count, int) or count < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {count!r}.")
@@ -112,6 +127,9 @@ class StochasticMuZeroNetwork(nnx.Module):
         self.num_actions = num_actions
         self.num_codes = num_codes
         self.obs_shape = obs_shape
+        if config.kind == "resnet":
+            self._init_resnet(rngs)
+            return
         hidden, size = config.hidden, config.latent_size
         features = math.prod(obs_shape)
         self.repr_trunk = Trunk(features, hidden, rngs=rngs)
@@ -130,41 +148,104 @@ class StochasticMuZeroNetwork(nnx.Module):
         self.enc_trunk = Trunk(2 * features, hidden, rngs=rngs)
         self.enc_out = nnx.Linear(hidden[-1], num_codes, rngs=rngs)
 
-    def _flat(self, obs: jax.Array, name: str) -> jax.Array:
+    def _init_resnet(self, rngs: nnx.Rngs) -> None:
+        """The towers and heads of the ResNet family (module docstring)."""
+        config = self.config
+        if len(self.obs_shape) != 3:
+            raise ValueError(f"a 'resnet' network needs obs_shape (H, W, C), got "
+                             f"{self.obs_shape!r}.")
+        height, width, in_channels = self.obs_shape
+        cells, channels, blocks = height * width, config.channels, config.num_blocks
+        value_width, hidden = head_width(config.value), config.hidden[0]
+        self.board = (height, width)
+        self.action_plane_count = math.ceil(self.num_actions / cells)
+        self.repr_tower = _Tower(in_channels, channels, blocks, rngs=rngs)
+        self.pred_tower = _Tower(channels, channels, blocks, rngs=rngs)
+        self.policy_head = _ConvHead(cells, channels, 2, self.num_actions, None, rngs=rngs)
+        self.value_head = _ConvHead(cells, channels, 1, value_width, hidden, rngs=rngs)
+        self.after_tower = _Tower(channels + self.action_plane_count, channels, blocks,
+                                  rngs=rngs)
+        self.after_pred_tower = _Tower(channels, channels, blocks, rngs=rngs)
+        self.code_head = _ConvHead(cells, channels, 2, self.num_codes, None, rngs=rngs)
+        self.q_head = _ConvHead(cells, channels, 1, value_width, hidden, rngs=rngs)
+        self.dyn_tower = _Tower(channels + self.num_codes, channels, blocks, rngs=rngs)
+        self.reward_head = _ConvHead(cells, channels, 1, head_width(config.reward), hidden,
+                                     rngs=rngs)
+        self.enc_tower = _Tower(2 * in_channels, channels, blocks, rngs=rngs)
+        self.enc_head = _ConvHead(cells, channels, 2, self.num_codes, None, rngs=rngs)
+
+    @property
+    def resnet(self) -> bool:
+        return self.config.kind == "resnet"
+
+    def _input(self, obs: jax.Array, name: str) -> jax.Array:
+        """``obs`` as float32: ``[B, F]`` flattened (MLP), ``[B, H, W, C_obs]`` (ResNet)."""
+        if self.resnet:
+            if tuple(obs.shape[1:]) != self.obs_shape:
+                raise ValueError(f"expected {name} [B, {', '.join(map(str, self.obs_shape))}],"
+                                 f" got shape {tuple(obs.shape)}.")
+            return obs.astype(jnp.float32)
         if math.prod(obs.shape[1:]) != math.prod(self.obs_shape):
             raise ValueError(f"expected {name} [B, {', '.join(map(str, self.obs_shape))}], "
                              f"got shape {tuple(obs.shape)}.")
         return obs.astype(jnp.float32).reshape(obs.shape[0], -1)
 
     def represent(self, obs: jax.Array) -> jax.Array:
-        latent = self.repr_out(self.repr_trunk(self._flat(obs, "observations")))
+        x = self._input(obs, "observations")
+        latent = self.repr_tower(x) if self.resnet else self.repr_out(self.repr_trunk(x))
         return scale_latent(latent, self.config.latent_epsilon)
 
     def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array]:
-        y = self.pred_trunk(latent)
-        return self.policy_out(y), head_output(self.value_out(y), self.config.value)
+        if self.resnet:
+            y = self.pred_tower(latent)
+            logits, value = self.policy_head(y), self.value_head(y)
+        else:
+            y = self.pred_trunk(latent)
+            logits, value = self.policy_out(y), self.value_out(y)
+        return logits, head_output(value, self.config.value)
 
     def afterstate_dynamics(self, latent: jax.Array, action: jax.Array) -> jax.Array:
-        one_hot = jax.nn.one_hot(action, self.num_actions, dtype=latent.dtype)
-        y = self.after_trunk(jnp.concatenate([latent, one_hot], axis=-1))
-        return scale_latent(self.after_out(y), self.config.latent_epsilon)
+        if self.resnet:
+            planes = action_planes(action, self.num_actions, self.board).astype(latent.dtype)
+            after = self.after_tower(jnp.concatenate([latent, planes], axis=-1))
+        else:
+            one_hot = jax.nn.one_hot(action, self.num_actions, dtype=latent.dtype)
+            after = self.after_out(self.after_trunk(jnp.concatenate([latent, one_hot], -1)))
+        return scale_latent(after, self.config.latent_epsilon)
 
     def afterstate_predict(self, afterstate: jax.Array) -> tuple[jax.Array, jax.Array]:
-        y = self.after_pred_trunk(afterstate)
-        return self.code_out(y), head_output(self.q_out(y), self.config.value)
+        if self.resnet:
+            y = self.after_pred_tower(afterstate)
+            logits, q = self.code_head(y), self.q_head(y)
+        else:
+            y = self.after_pred_trunk(afterstate)
+            logits, q = self.code_out(y), self.q_out(y)
+        return logits, head_output(q, self.config.value)
 
     def dynamics(self, afterstate: jax.Array, code: jax.Array) -> tuple[jax.Array, jax.Array]:
         if code.shape[-1] != self.num_codes or code.ndim != 2:
             raise ValueError(f"expected a code [B, {self.num_codes}] (one-hot floats), got "
                              f"shape {tuple(code.shape)}.")
-        y = self.dyn_trunk(jnp.concatenate([afterstate, code.astype(afterstate.dtype)], -1))
-        return (head_output(self.reward_out(y), self.config.reward),
-                scale_latent(self.dyn_out(y), self.config.latent_epsilon))
+        code = code.astype(afterstate.dtype)
+        if self.resnet:
+            # The code as C constant planes over the board (module docstring).
+            planes = jnp.broadcast_to(code[:, None, None, :],
+                                      (*afterstate.shape[:3], self.num_codes))
+            nxt = self.dyn_tower(jnp.concatenate([afterstate, planes], axis=-1))
+            reward = self.reward_head(nxt)
+        else:
+            y = self.dyn_trunk(jnp.concatenate([afterstate, code], -1))
+            nxt, reward = self.dyn_out(y), self.reward_out(y)
+        return (head_output(reward, self.config.reward),
+                scale_latent(nxt, self.config.latent_epsilon))
 
     def encode(self, obs: jax.Array, next_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        pair = jnp.concatenate([self._flat(obs, "observations"),
-                                self._flat(next_obs, "next observations")], axis=-1)
-        logits = self.enc_out(self.enc_trunk(pair))
+        pair = jnp.concatenate([self._input(obs, "observations"),
+                                self._input(next_obs, "next observations")], axis=-1)
+        if self.resnet:
+            logits = self.enc_head(self.enc_tower(pair))
+        else:
+            logits = self.enc_out(self.enc_trunk(pair))
         return straight_through_code(logits), logits
 
 

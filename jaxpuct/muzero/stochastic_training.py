@@ -54,7 +54,7 @@ from jaxpuct.muzero.targets import UnrollTargets
 from jaxpuct.muzero.training import LossConfig, head_loss, make_optimizer, scale_gradient
 
 __all__ = ["StochasticBatch", "StochasticLossConfig", "StochasticPredictions",
-           "make_stochastic_optimizer", "sample", "stochastic_train_step",
+           "code_perplexity", "make_stochastic_optimizer", "sample", "stochastic_train_step",
            "stochastic_unroll", "stochastic_unroll_loss"]
 
 
@@ -139,7 +139,8 @@ def _batch_major(x: jax.Array) -> jax.Array:
 def stochastic_unroll(net: StochasticMuZeroNetwork, observations: jax.Array,
                       actions: jax.Array, code_mask: jax.Array,
                       dynamics_gradient_scale: float = 0.5) -> StochasticPredictions:
-    """Predictions of ``K = actions.shape[1]`` steps (module docstring).
+    """Predictions of ``K = actions.shape[1]`` steps (module docstring), a
+    ``lax.scan`` unrolled at compile time.
 
     Args:
       observations: ``[B, K + 1, ...]``.
@@ -172,8 +173,11 @@ def stochastic_unroll(net: StochasticMuZeroNetwork, observations: jax.Array,
         logits, value = model.predict(nxt)
         return nxt, (logits, value, reward, q, code_logits)
 
+    # Unrolled at compile time, as training.unroll's scan (K is small): 2048's
+    # recipe (256 rows, K = 5), 200 optimiser steps took 17.3 CPU-s against 19.1
+    # looped.
     _, (logits, value, reward, q, code_logits) = jax.lax.scan(
-        step, latent, (_batch_major(actions), _batch_major(code)))
+        step, latent, (_batch_major(actions), _batch_major(code)), unroll=True)
 
     def stack(first, later):  # [B, ...] and [K, B, ...] -> [B, K + 1, ...]
         return jnp.concatenate([first[:, None], _batch_major(later)], axis=1)
@@ -192,8 +196,9 @@ def stochastic_unroll_loss(net: StochasticMuZeroNetwork, batch: StochasticBatch,
 
     Returns:
       ``loss []`` (importance-weighted batch mean) and metrics: the unweighted
-      batch means of each term (summed over the steps with the ``w_k``) and
-      ``"priority"``, ``|v_0 - z_0| [B]``.
+      batch means of each term (summed over the steps with the ``w_k``),
+      ``"code_perplexity"`` (:func:`code_perplexity`) and ``"priority"``,
+      ``|v_0 - z_0| [B]``.
     """
     base, targets = config.base, batch.targets
     k = batch.actions.shape[1]
@@ -220,8 +225,20 @@ def stochastic_unroll_loss(net: StochasticMuZeroNetwork, batch: StochasticBatch,
     metrics = {"loss": loss, "policy_loss": jnp.mean(policy), "value_loss": jnp.mean(value),
                "reward_loss": jnp.mean(reward), "afterstate_value_loss": jnp.mean(q),
                "code_loss": jnp.mean(code), "commitment_loss": jnp.mean(commit),
+               "code_perplexity": code_perplexity(preds.code, code_mask),
                "priority": jax.lax.stop_gradient(jnp.abs(v0 - targets.value[:, 0]))}
     return loss, metrics
+
+
+def code_perplexity(code: jax.Array, mask: jax.Array) -> jax.Array:
+    """``exp`` of the entropy of how often each code occurs among the transitions of
+    ``code [B, K, C]`` (one-hot) where ``mask [B, K]``: ``[]``, 1 when they all got
+    one code (collapsed), ``C`` when the codes are used equally; a check of
+    collapse (the docstring of :class:`StochasticLossConfig`)."""
+    weight = mask.astype(code.dtype)[..., None]
+    counts = jnp.sum(jax.lax.stop_gradient(code) * weight, axis=(0, 1))  # [C]
+    share = counts / jnp.maximum(jnp.sum(counts), 1.0)
+    return jnp.exp(jnp.sum(jax.scipy.special.entr(share)))  # entr(0) = 0
 
 
 def make_stochastic_optimizer(config: StochasticLossConfig) -> optax.GradientTransformation:
