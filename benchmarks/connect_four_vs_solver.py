@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -114,7 +115,7 @@ def judge_move(scores: np.ndarray, column: int) -> tuple[bool, bool]:
 
 
 def play_game(agent: Player, scorer: Scorer, agent_first: bool = True, start: str = "",
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+              on_ply: Callable[[Ply], None] | None = None) -> dict[str, Any]:
     """Plays the agent against the longest defence from ``start`` to the end.
 
     Args:
@@ -122,7 +123,7 @@ def play_game(agent: Player, scorer: Scorer, agent_first: bool = True, start: st
       scorer: the exact scores of a position's moves.
       agent_first: the agent moves first from ``start``.
       start: the moves before the game (digits 1-7; "" the empty board).
-      log: called with a line per ply.
+      on_ply: called with each ply as soon as it is played.
 
     Returns:
       ``{"moves", "result", "winner", "plies": [Ply as dict], "summary"}``; ``moves``
@@ -152,8 +153,8 @@ def play_game(agent: Player, scorer: Scorer, agent_first: bool = True, start: st
                   chosen=float(scores[column]), kept=kept, optimal=optimal,
                   solve_seconds=t1 - t0, move_seconds=(t2 - t1) if agent_to_move else 0.0)
         plies.append(ply)
-        if log:
-            log(format_ply(ply))
+        if on_ply:
+            on_ply(ply)
         won = board.wins(column)
         board = board.play(column)
         moves += str(column + 1)
@@ -235,9 +236,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{who}\n  vs the exact solver, longest defence; agent "
           f"{'second' if a.agent_second else 'first'}\n{TABLE_HEAD}", flush=True)
     start = time.time()
+    header = {"run_dir": a.run_dir, "player": who, "simulations": a.simulations}
+    plies: list[Ply] = []
+
+    def on_ply(ply: Ply) -> None:
+        # The record so far goes to --json after every ply: an interrupted game
+        # (the first positions take minutes each to solve) keeps its moves.
+        print(format_ply(ply), flush=True)
+        plies.append(ply)
+        if a.json:
+            write_json(a.json, {**header, "complete": False, "start": a.start,
+                                "agent_first": not a.agent_second,
+                                "seconds": time.time() - start,
+                                "plies": [dataclasses.asdict(p) for p in plies],
+                                "summary": summarise(plies)})
+
     with cs.ScoreSolver(a.log2_entries) as solver:
         game = play_game(agent, solver.move_scores, agent_first=not a.agent_second,
-                         start=a.start, log=lambda line: print(line, flush=True))
+                         start=a.start, on_ply=on_ply)
     s = game["summary"]
     print(f"game {game['moves']}: the agent's {game['result']}; it kept the value in "
           f"{s['kept']}/{s['agent_moves']} moves, strong-optimal {s['optimal']}/"
@@ -245,10 +261,16 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{'-' if s['first_value_lost_at_ply'] is None else s['first_value_lost_at_ply'] + 1}"
           f" ({time.time() - start:.0f} s)")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"run_dir": a.run_dir, "player": who, "simulations": a.simulations,
-                       "seconds": time.time() - start, **game}, f, indent=1)
+        write_json(a.json, {**header, "complete": True, "seconds": time.time() - start,
+                            **game})
     return 0
+
+
+def write_json(path: str, record: dict[str, Any]) -> None:
+    """Writes ``record`` to ``path`` whole (a temporary file, then a rename)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

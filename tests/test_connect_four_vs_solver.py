@@ -5,6 +5,7 @@ negamax in Pons' convention instead of the C++ solver."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -66,8 +67,11 @@ def _perfect(moves: str) -> int:
 def test_perfect_agent_wins_in_exactly_the_moves_left():
     start = _start(32, +1)
     best = np.nanmax(brute_scores(start))
-    game = vs.play_game(_perfect, brute_scores, agent_first=True, start=start)
+    seen: list[vs.Ply] = []
+    game = vs.play_game(_perfect, brute_scores, agent_first=True, start=start,
+                        on_ply=seen.append)
     plies = game["plies"]
+    assert [dataclasses.asdict(p) for p in seen] == plies
     assert game["result"] == "win" and game["winner"] == "agent"
     # Both sides perfect, the loser as slow as it can: the game lasts exactly the
     # moves left of Pons' arithmetic (a quicker defence would end it sooner).
