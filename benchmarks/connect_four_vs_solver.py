@@ -194,6 +194,21 @@ TABLE_HEAD = ("| ply | mover | position | scores of columns 1-7 | value, best | 
               "| kept | optimal | solve s | move s |\n|---|---|---|---|---|---|---|---|---|---|")
 
 
+def labelled_positions() -> dict[str, np.ndarray]:
+    """Every position of the shipped sets (:mod:`benchmarks.connect_four_sets`) and
+    its ``[7]`` scores, by the same solver: a book for the slow opening positions."""
+    book: dict[str, np.ndarray] = {}
+    for name in cs.available():
+        position_set = cs.load(name)
+        book.update(zip(position_set.moves, position_set.scores, strict=True))
+    return book
+
+
+def with_book(scorer: Scorer, book: dict[str, np.ndarray]) -> Scorer:
+    """``scorer``, except for the positions of ``book``, read from it."""
+    return lambda moves: book[moves] if moves in book else scorer(moves)
+
+
 def agent_player(run_dir: str, step: int | None, simulations: int,
                  seed: int = 0) -> tuple[Player, str]:
     """The run's greedy agent (:func:`jaxpuct.alphazero.arena.network_agent`) as a
@@ -228,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the solver moves first (perfect play then wins for it)")
     p.add_argument("--start", default="",
                    help="play from this position (digits 1-7) instead of the empty board")
+    p.add_argument("--book", action=argparse.BooleanOptionalAction, default=True,
+                   help="read the scores of positions in the shipped sets (the empty "
+                   "board among them) instead of solving them again")
     p.add_argument("--log2-entries", type=int, default=24,
                    help="solver transposition table: 2**N entries of 16 bytes")
     p.add_argument("--json", default=None)
@@ -252,7 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 "summary": summarise(plies)})
 
     with cs.ScoreSolver(a.log2_entries) as solver:
-        game = play_game(agent, solver.move_scores, agent_first=not a.agent_second,
+        scorer = with_book(solver.move_scores, labelled_positions() if a.book else {})
+        game = play_game(agent, scorer, agent_first=not a.agent_second,
                          start=a.start, on_ply=on_ply)
     s = game["summary"]
     print(f"game {game['moves']}: the agent's {game['result']}; it kept the value in "

@@ -117,3 +117,22 @@ def test_agent_second_and_illegal_moves():
     full = next(c for c in range(7) if np.isnan(brute_scores(start)[c]))  # a full column
     with pytest.raises(RuntimeError, match="full"):
         vs.play_game(lambda moves: full, brute_scores, agent_first=True, start=start)
+
+
+def test_book_of_the_shipped_sets():
+    book = vs.labelled_positions()
+    # The empty board, labelled in begin_hard.txt: only the centre column wins.
+    assert np.array_equal(book[""], [-2, -1, 0, 1, 0, -1, -2])
+    calls: list[str] = []
+
+    def scorer(moves: str) -> np.ndarray:
+        calls.append(moves)
+        return brute_scores(moves)
+
+    scored = vs.with_book(scorer, book)
+    assert np.array_equal(scored(""), book[""]) and calls == []
+    start = _start(32, +1)
+    late = start + str(vs.longest_defence(brute_scores(start)) + 1)
+    assert late not in book
+    assert np.array_equal(scored(late), brute_scores(late), equal_nan=True)
+    assert calls == [late]
