@@ -159,26 +159,14 @@ def pgx_sequences(state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
       the no-op is left); the legal second micro-moves after each first one (rows of
       illegal first moves are ``False``).
     """
-    rules = bg._rules()
 
     def one(s):
-        first = s.legal_action_mask
-        # Only the legal first moves (at most 30) are tried.
-        tried = jnp.nonzero(first, size=bg.MAX_FIRST_MOVES, fill_value=0)[0]
-
-        def after(a):
-            moved = rules._update_by_action(s, a)
-            legal = moved.legal_action_mask
-            stop = ((a // 6 == 0) | rules._is_all_off(moved._board) | rules._is_turn_end(moved)
-                    | ~jnp.any(legal[6:]))
-            return stop, legal
-
-        stop, legal = jax.vmap(after)(tried)
-        valid = first[tried]
+        tried, valid, ends, legal = bg.try_first_moves(s)
+        stop = (tried // 6 == 0) | ends | ~jnp.any(legal[:, 6:], axis=-1)
         stops = jnp.zeros((NUM_ACTIONS,), bool).at[tried].max(stop & valid)
         second = jnp.zeros((NUM_ACTIONS, NUM_ACTIONS), bool).at[tried].max(
             legal & valid[:, None])
-        return first, stops, second
+        return s.legal_action_mask, stops, second
 
     return jax.vmap(one)(state)
 

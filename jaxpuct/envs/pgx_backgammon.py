@@ -62,7 +62,7 @@ from jaxpuct.types import RootFnOutput
 
 __all__ = ["DICE", "DICE_PROBS", "NUM_ACTIONS", "NUM_OUTCOMES", "RULES", "Afterstate",
            "chance", "decision", "dice_probs", "init", "make_search_fns", "outcome_of_dice",
-           "rollout_return", "standard_legal_mask", "step"]
+           "rollout_return", "standard_legal_mask", "step", "try_first_moves"]
 
 NUM_ACTIONS = 6 * 26
 # Legal micro-moves of one position: at most 15 sources x 2 dice (the no-op excluded).
@@ -205,18 +205,32 @@ def _first_of_half(s: PgxState) -> jax.Array:
     return (s._played_dice_num == 0) | (double & (s._played_dice_num == 2))
 
 
-def _standard_one(s: PgxState) -> jax.Array:
+def try_first_moves(s: PgxState) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Each legal micro-move of one (unbatched) pgx state ``s``, played by pgx's own
+    ``_update_by_action``.
+
+    Returns:
+      ``(tried [M], legal [M], ends [M], after [M, 156])`` with ``M =``
+      :data:`MAX_FIRST_MOVES`: the moves tried (legal ones first, then padding with
+      action 0), whether each is legal, whether the turn or the game ends after it,
+      and pgx's legal mask after it.
+    """
     bg = _rules()
-    legal = s.legal_action_mask
-    tried = jnp.nonzero(legal, size=MAX_FIRST_MOVES, fill_value=0)[0]
-    real = legal[tried] & (tried // 6 != 0)
+    tried = jnp.nonzero(s.legal_action_mask, size=MAX_FIRST_MOVES, fill_value=0)[0]
 
-    def has_second(action: jax.Array) -> jax.Array:
+    def play(action: jax.Array) -> tuple[jax.Array, jax.Array]:
         moved = bg._update_by_action(s, action)
-        ends = bg._is_all_off(moved._board) | bg._is_turn_end(moved)
-        return ~ends & jnp.any(moved.legal_action_mask[6:])
+        return bg._is_all_off(moved._board) | bg._is_turn_end(moved), moved.legal_action_mask
 
-    pair = jax.vmap(has_second)(tried) & real
+    ends, after = jax.vmap(play)(tried)
+    return tried, s.legal_action_mask[tried], ends, after
+
+
+def _standard_one(s: PgxState) -> jax.Array:
+    legal = s.legal_action_mask
+    tried, valid, ends, after = try_first_moves(s)
+    real = valid & (tried // 6 != 0)
+    pair = real & ~ends & jnp.any(after[:, 6:], axis=-1)
     die = tried % 6
     larger = real & (die == jnp.max(jnp.where(real, die, -1)))
     keep = jnp.where(jnp.any(pair), pair, larger)
