@@ -220,7 +220,8 @@ def try_first_moves(s: PgxState) -> tuple[jax.Array, jax.Array, jax.Array, jax.A
 
     def play(action: jax.Array) -> tuple[jax.Array, jax.Array]:
         moved = bg._update_by_action(s, action)
-        return bg._is_all_off(moved._board) | bg._is_turn_end(moved), moved.legal_action_mask
+        ends = jnp.asarray(bg._is_all_off(moved._board) | bg._is_turn_end(moved))
+        return ends, moved.legal_action_mask
 
     ends, after = jax.vmap(play)(tried)
     return tried, s.legal_action_mask[tried], ends, after
