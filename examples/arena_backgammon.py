@@ -1,8 +1,13 @@
-"""A pure jaxpuct search against OpenSpiel's MCTSBot (or random bot) at backgammon.
+"""A jaxpuct search against OpenSpiel's MCTSBot (or random bot) at backgammon.
 
     # both with 100 simulations: jaxpuct per micro-move (one checker), MCTSBot per move
     python -m examples.arena_backgammon --simulations 100 --opponent-simulations 100 \\
         --games 16
+    # a network trained by examples/known_chance_backgammon.py --run-dir DIR
+    python -m examples.arena_backgammon --checkpoint DIR --games 64
+
+Without ``--checkpoint`` jaxpuct's side is a pure search (uniform prior, ``--value``);
+with it, the search uses the saved network's prior and value (``--value`` is unused).
 
 pgx's backgammon (``jaxpuct.envs.pgx_backgammon``, searched by
 ``jaxpuct.stochastic_policy``) against OpenSpiel's, the same dice on both sides, every
@@ -35,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", choices=("standard", "pgx"), default="standard",
                    help="legal micro-moves inside jaxpuct's tree: the standard dice rule "
                         "(OpenSpiel's) or pgx's looser one; the root's are OpenSpiel's")
+    p.add_argument("--checkpoint", default=None,
+                   help="run directory of examples.known_chance_backgammon: search with "
+                        "its network")
     p.add_argument("--opponent", choices=("mcts", "random"), default="mcts")
     p.add_argument("--opponent-simulations", type=int, default=100)
     p.add_argument("--uct-c", type=float, default=2.0)
@@ -49,8 +57,17 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.games < 2 or args.games % 2:
         sys.exit(f"error: --games must be even and at least 2, got {args.games}")
-    agent, description = ab.pure_search_agent(args.simulations, args.value,
-                                              args.chance_backup, rules=args.rules)
+    if args.checkpoint is None:
+        agent, description = ab.pure_search_agent(args.simulations, args.value,
+                                                  args.chance_backup, rules=args.rules)
+    else:
+        if args.chance_backup != "expectation":
+            sys.exit("error: --checkpoint searches with --chance-backup expectation")
+        from examples import known_chance_backgammon as kcb
+        config, graphdef, params = kcb.load_params(args.checkpoint)
+        agent, description = ab.network_search_agent(
+            kcb.make_apply(graphdef), params, args.simulations, args.rules,
+            config.value_scale, name=f"the network of {args.checkpoint}")
     bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
                         uct_c=args.uct_c, solve=args.solve)
     print(f"{description}\nagainst {bot.describe()}, {args.games} games", flush=True)

@@ -336,6 +336,40 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     return agent, description
 
 
+def network_search_agent(apply_fn: Callable, params: Any, num_simulations: int,
+                         rules: str = "standard", value_scale: float = 3.0,
+                         name: str = "a policy-value network") -> tuple[BackgammonAgent, str]:
+    """A greedy :func:`jaxpuct.stochastic_policy` with a network's priors and values
+    (:func:`jaxpuct.envs.pgx_backgammon.make_network_search_fns`: ``apply_fn(params,
+    obs [B, 34]) -> (logits [B, 156], value [B] in [-1, 1])``, ``value_scale``
+    points per unit of value), the expectation backup at chance nodes, no root
+    noise, the most visited micro-move; the root's legal micro-moves are the
+    arena's (OpenSpiel's).
+
+    Returns:
+      ``(agent, description)``; the agent is jitted for the batch size it is given.
+    """
+    import jaxpuct
+    root_fn, decision_fn, chance_fn = bg.make_network_search_fns(apply_fn, rules, value_scale)
+
+    @jax.jit
+    def act(params, key, state, legal):
+        root_key, search_key = jax.random.split(key)
+        out = jaxpuct.stochastic_policy(
+            params, search_key, root_fn(params, root_key, state), decision_fn, chance_fn,
+            num_simulations, invalid_actions=~legal, dirichlet_fraction=0.0,
+            temperature=0.0, chance_backup="expectation")
+        return out.action
+
+    def agent(keys, state, legal):
+        return act(params, keys[0], state, jnp.asarray(legal))
+
+    description = (f"jaxpuct stochastic PUCT search with {name} ({num_simulations} "
+                   f"simulations per micro-move, network prior and value, "
+                   f"chance_backup=expectation, {rules} rules in the tree), greedy")
+    return agent, description
+
+
 # ------------------------------------------------------------------ matches
 
 

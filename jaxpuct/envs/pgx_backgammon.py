@@ -60,8 +60,9 @@ import jax.numpy as jnp
 from jaxpuct.stochastic import ChanceRecurrentFnOutput, DecisionRecurrentFnOutput
 from jaxpuct.types import RootFnOutput
 
-__all__ = ["DICE", "DICE_PROBS", "NUM_ACTIONS", "NUM_OUTCOMES", "RULES", "Afterstate",
-           "chance", "decision", "dice_probs", "init", "make_search_fns", "outcome_of_dice",
+__all__ = ["DICE", "DICE_PROBS", "NUM_ACTIONS", "NUM_FEATURES", "NUM_OUTCOMES", "RULES",
+           "Afterstate", "chance", "decision", "dice_probs", "features", "init",
+           "make_network_search_fns", "make_search_fns", "outcome_of_dice", "roll_dice",
            "rollout_return", "standard_legal_mask", "step", "try_first_moves"]
 
 NUM_ACTIONS = 6 * 26
@@ -75,6 +76,9 @@ NUM_OUTCOMES = len(DICE)
 DICE_PROBS: tuple[float, ...] = tuple((1.0 if lo == hi else 2.0) / 36.0 for lo, hi in DICE)
 
 PgxState = Any
+# features(): 28 board cells x 2 sides x 4 unary levels, 6 dice counts, the pre-roll
+# flag and the two pip counts.
+NUM_FEATURES = 28 * 2 * 4 + 6 + 1 + 2
 
 
 class Afterstate(NamedTuple):
@@ -372,6 +376,118 @@ def make_search_fns(value: str = "rollouts", max_steps: int = 2000, rules: str =
             action_logits=jnp.zeros(mask.shape, jnp.float32), value=state_value(state, rng_key),
             reward=afterstate.reward, discount=discount, legal_action_mask=mask,
             terminal=terminal)
+        return out, state
+
+    return root_fn, decision_fn, chance_fn
+
+
+def roll_dice(afterstate: Afterstate, rng_key: jax.Array) -> PgxState:
+    """The chance half with a random roll: ``chance(afterstate, k)``, ``k`` drawn
+    from :func:`dice_probs` (rows without a roll stay as they are)."""
+    u = jax.random.uniform(rng_key, afterstate.roll.shape)
+    return chance(afterstate, _sample(dice_probs(afterstate.roll), u))
+
+
+def features(obs: jax.Array) -> jax.Array:
+    """``[B, NUM_FEATURES]`` float32 network input from pgx observations ``[B, 34]``.
+
+    pgx's observation (player to move's view) is the board, 28 signed checker counts
+    (24 points, the two bars, the two borne-off piles; the mover's checkers
+    positive), then the counts of the 6 die faces still to play (all zero when the
+    dice are not rolled yet). Raw counts are a poor input for a small network;
+    Tesauro's TD-Gammon encoding (Tesauro 1995, "Temporal Difference Learning and
+    TD-Gammon") is used instead: per cell and side, ``n >= 1``, ``n >= 2``,
+    ``n >= 3`` and ``(n - 3) / 2`` above that (so a blot, a made point and spares
+    are separate inputs); the dice counts / 4; whether the dice are still to be
+    rolled; each side's pip count / 100 (``(24 - i)`` pips from point ``i`` for the
+    mover, ``(i + 1)`` for the opponent, 25 from a bar).
+    """
+    obs = obs.astype(jnp.float32)
+    board, dice = obs[:, :28], obs[:, 28:34]
+
+    def unary(n):
+        return jnp.stack([n >= 1, n >= 2, n >= 3], -1).astype(jnp.float32), \
+            (jnp.maximum(n - 3.0, 0.0) / 2.0)[..., None]
+
+    sides = []
+    for n in (jnp.maximum(board, 0.0), jnp.maximum(-board, 0.0)):
+        levels, spare = unary(n)
+        sides.append(jnp.concatenate([levels, spare], -1).reshape(obs.shape[0], -1))
+    points = jnp.arange(24, dtype=jnp.float32)
+    mine, theirs = jnp.maximum(board[:, :24], 0.0), jnp.maximum(-board[:, :24], 0.0)
+    # pgx's bars: index 24 the mover's, 25 the opponent's (its _bar_idx and + 1).
+    pips = jnp.stack([jnp.sum(mine * (24.0 - points), -1)
+                      + 25.0 * jnp.maximum(board[:, 24], 0.0),
+                      jnp.sum(theirs * (points + 1.0), -1)
+                      + 25.0 * jnp.maximum(-board[:, 25], 0.0)], -1) / 100.0
+    pre_roll = (jnp.sum(dice, -1) == 0).astype(jnp.float32)[:, None]
+    return jnp.concatenate(sides + [dice / 4.0, pre_roll, pips], -1)
+
+
+def make_network_search_fns(apply_fn: Callable, rules: str = "standard",
+                            value_scale: float = 3.0) -> tuple[Callable, Callable, Callable]:
+    """``(root_fn, decision_recurrent_fn, chance_recurrent_fn)`` for backgammon with
+    a policy-value network: AlphaZero's search over the true rules and dice.
+
+    ``apply_fn(params, obs [B, 34]) -> (logits [B, 156], value [B] in [-1, 1])``
+    reads pgx observations (the player to move's view; the dice counts are zero
+    before a roll). Its value times ``value_scale`` is the expected points of the
+    player to move (a game is worth 1, 2 or 3), so the tree's rewards (the game's
+    points) and the network's values share one scale. Every decision node gets the
+    network's prior over the legal micro-moves (``rules`` as in
+    :func:`make_search_fns`) and its value; an afterstate gets the value of its
+    board (after a turn the board waits for the next player's dice, so its value is
+    the network's pre-roll estimate, negated to the mover's view). A move that ends
+    the game has its points as reward and as its afterstate's value.
+
+    Returns:
+      ``root_fn(params, rng_key, state) -> RootFnOutput`` (prior ``[B, 156]`` masked
+      to the legal micro-moves, value ``[B]``); ``decision_recurrent_fn(params, key,
+      action [B], state)``; ``chance_recurrent_fn(params, key, outcome [B],
+      afterstate)``, with the conventions of :func:`make_search_fns`.
+    """
+    if rules not in RULES:
+        raise ValueError(f"rules must be one of {RULES}, got {rules!r}")
+    if not value_scale > 0:
+        raise ValueError(f"value_scale must be > 0, got {value_scale!r}")
+
+    def legal(state):
+        mask = standard_legal_mask(state) if rules == "standard" else state.legal_action_mask
+        return mask & ~state.terminated[:, None]
+
+    def evaluate(params, state):
+        logits, value = apply_fn(params, state.observation)
+        mask = legal(state)
+        logits = jnp.where(mask, logits.astype(jnp.float32), jnp.finfo(jnp.float32).min)
+        value = jnp.where(state.terminated, 0.0, value_scale * value).astype(jnp.float32)
+        return logits, value, mask
+
+    def root_fn(params, rng_key, state):
+        del rng_key
+        logits, value, mask = evaluate(params, state)
+        return RootFnOutput(prior_logits=logits, value=value, embedding=state,
+                            legal_action_mask=mask)
+
+    def decision_fn(params, rng_key, action, state):
+        del rng_key
+        after = decision(state, action)
+        _, v = apply_fn(params, after.state.observation)
+        v = value_scale * v.astype(jnp.float32)
+        v = jnp.where(after.roll, -v, v)
+        v = jnp.where(after.state.terminated, after.reward, v)
+        out = DecisionRecurrentFnOutput(chance_logits=jnp.log(dice_probs(after.roll)),
+                                        afterstate_value=v)
+        return out, after
+
+    def chance_fn(params, rng_key, outcome, afterstate):
+        del rng_key
+        state = chance(afterstate, outcome)
+        logits, value, mask = evaluate(params, state)
+        terminal = state.terminated
+        discount = jnp.where(terminal, 0.0, jnp.where(afterstate.roll, -1.0, 1.0))
+        out = ChanceRecurrentFnOutput(
+            action_logits=logits, value=value, reward=afterstate.reward, discount=discount,
+            legal_action_mask=mask, terminal=terminal)
         return out, state
 
     return root_fn, decision_fn, chance_fn
