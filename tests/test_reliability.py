@@ -161,6 +161,27 @@ def test_help_shows_defaults():
     assert "--resume-step" in text
 
 
+def test_help_survives_a_percent_sign_in_a_docstring():
+    import argparse
+
+    from jaxpuct.alphazero import config as config_lib
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        """Options.
+
+        Attributes:
+          share: changes under 1% of positions.
+        """
+
+        share: float = 0.5
+
+    parser = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    config_lib.add_arguments(parser, Options)
+    assert "changes under 1% of positions. (default: 0.5)" in " ".join(
+        parser.format_help().split())
+
+
 def test_metrics_are_strict_json_without_train_steps(tmp_path, fast_cli, monkeypatch):
     monkeypatch.setattr(cli, "evaluate", lambda *args: {})
     run_dir = tmp_path / "run"

@@ -398,6 +398,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls,
         help_text = helps.get(field.name)
         if help_text is None:
             raise TypeError(f"{cls.__name__}.{field.name} has no entry in the docstring")
+        # argparse %-formats help strings; a literal "%" in a docstring breaks --help.
+        help_text = help_text.replace("%", "%%")
         base = _base_type(hints[field.name])
         if base is bool:
             group.add_argument(flag(field.name), default=default, help=help_text,
