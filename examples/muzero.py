@@ -174,6 +174,44 @@ def loss_names(config: MuZeroConfig) -> tuple[str, ...]:
     return LOSS_NAMES
 
 
+def sample_batch(config: MuZeroConfig, model: selfplay.LearnedModel, buffer, key, step,
+                 search_params):
+    """The batch of optimiser step ``step`` (traced), sampled with
+    ``fold_in(key, step)``: :func:`.replay.sample`'s (MuZero) or
+    :func:`.stochastic_training.sample`'s with the windows' observations
+    (``--model stochastic``); with ``--reanalyse-fraction`` its first rows' targets
+    made anew by ``model``'s search with ``search_params``; with
+    ``--symmetry-augment`` each row under a random symmetry of the board."""
+    if config.model == "stochastic":
+        batch = stochastic_training.sample(
+            buffer, jax.random.fold_in(key, step), config.train_batch_size,
+            config.unroll_steps, config.td_steps, config.signed_discount,
+            config.priority_alpha)
+    else:
+        batch = replay.sample(buffer, jax.random.fold_in(key, step), config.train_batch_size,
+                              config.unroll_steps, config.td_steps, config.signed_discount,
+                              config.priority_alpha)
+    if config.reanalyse_fraction > 0:
+        # With n at least a game's length the value target is the game's return: no
+        # search can change it. 2048's games are longer than any n.
+        bootstrap = not config.zero_sum or config.td_steps < (config.max_plies or 0)
+        # Visit targets at temperature 1 without root noise: with the acting
+        # search's Dirichlet noise reanalyse was worse (docs/muzero.md).
+        search = functools.partial(selfplay.search_roots, config, model, greedy=False,
+                                   root_noise=False)
+        batch = reanalyse.reanalyse_batch(
+            buffer, batch, search_params, jax.random.fold_in(key, config.train_steps + step),
+            search, fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,
+            td_steps=config.td_steps, discount=config.signed_discount, bootstrap=bootstrap)
+    if config.symmetry_augment:
+        # After reanalyse, which searches the stored (unmoved) positions.
+        # MuZeroConfig refuses symmetry with the stochastic model.
+        assert isinstance(batch, replay.Batch)
+        batch = symmetry.random_augment(
+            batch, jax.random.fold_in(key, 2 * config.train_steps + step))
+    return batch
+
+
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
                target, step, first_step):
@@ -182,44 +220,18 @@ def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buf
     ``target``: the target network's parameters (``--target-update-every N > 0``),
     which reanalyse searches with; copied from ``params`` after every ``N``-th step.
     ``priorities``: ``(rows, new priorities)`` of the batch with prioritised replay.
-    With ``--model stochastic`` the batch also holds each window's ``K + 1``
-    observations (:func:`.stochastic_training.sample`) and the step is
+    The batch is :func:`sample_batch`'s; with ``--model stochastic`` the step is
     :func:`.stochastic_training.stochastic_train_step`.
     """
-    every = config.target_update_every
-    if config.model == "stochastic":
-        # No reanalyse or symmetry here: MuZeroConfig refuses them with this model.
-        batch = stochastic_training.sample(
-            buffer, jax.random.fold_in(key, step), config.train_batch_size,
-            config.unroll_steps, config.td_steps, config.signed_discount,
-            config.priority_alpha)
+    model = make_model(config, graphdef)
+    search_params = target if config.target_update_every else params
+    batch = sample_batch(config, model, buffer, key, step, search_params)
+    if isinstance(batch, stochastic_training.StochasticBatch):
         params, opt_state, metrics = stochastic_training.stochastic_train_step(
             graphdef, optimizer, config.stochastic_loss, params, opt_state, batch)
-        return _after_step(config, params, opt_state, batch.index, metrics, target,
-                           first_step + step + 1)
-    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
-    # With n at least a game's length the value target is the game's return: no
-    # search can change it. 2048's games are longer than any n.
-    bootstrap = not config.zero_sum or config.td_steps < (config.max_plies or 0)
-    batch = replay.sample(buffer, jax.random.fold_in(key, step), config.train_batch_size,
-                          config.unroll_steps, config.td_steps, config.signed_discount,
-                          config.priority_alpha)
-    if config.reanalyse_fraction > 0:
-        # Visit targets at temperature 1 without root noise: with the acting
-        # search's Dirichlet noise reanalyse was worse (docs/muzero.md).
-        search = functools.partial(selfplay.search_roots, config, model, greedy=False,
-                                   root_noise=False)
-        batch = reanalyse.reanalyse_batch(
-            buffer, batch, target if every else params,
-            jax.random.fold_in(key, config.train_steps + step), search,
-            fraction=config.reanalyse_fraction, unroll_steps=config.unroll_steps,
-            td_steps=config.td_steps, discount=config.signed_discount, bootstrap=bootstrap)
-    if config.symmetry_augment:
-        # After reanalyse, which searches the stored (unmoved) positions.
-        batch = symmetry.random_augment(
-            batch, jax.random.fold_in(key, 2 * config.train_steps + step))
-    params, opt_state, metrics = training.train_step(graphdef, optimizer, config.loss,
-                                                     params, opt_state, batch)
+    else:
+        params, opt_state, metrics = training.train_step(graphdef, optimizer, config.loss,
+                                                         params, opt_state, batch)
     return _after_step(config, params, opt_state, batch.index, metrics, target,
                        first_step + step + 1)
 

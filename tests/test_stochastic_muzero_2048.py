@@ -34,6 +34,10 @@ CONFIG = MuZeroConfig(game="2048", model="stochastic", policy="alphazero", num_c
 _WRITE = jax.jit(replay.write_episodes)
 _SAMPLE = jax.jit(stochastic_training.sample, static_argnums=(2, 3, 4, 5))
 _MOVE = jax.jit(pgx_2048.move)
+REANALYSE = dataclasses.replace(CONFIG, reanalyse_fraction=0.5)
+_SAMPLE_BATCH = jax.jit(example.sample_batch, static_argnums=(0, 1))
+_DIRECT = jax.jit(functools.partial(selfplay.search_roots, REANALYSE, greedy=False,
+                                    root_noise=False), static_argnums=0)
 
 
 @functools.cache
@@ -111,8 +115,55 @@ def test_the_loop_train_step_lowers_the_loss_on_a_fixed_batch():
     assert np.all(np.isfinite(losses)) and losses[-1] < 0.9 * losses[0], losses
 
 
+def test_reanalyse_remakes_the_first_rows_targets_with_the_chance_node_search():
+    """The loop's batch with ``--reanalyse-fraction 0.5``: the same rows and
+    observations as without; the first half's policy targets are the stochastic
+    search run directly at the stored boards, and each value target moves by
+    ``d^n`` times (fresh root value - stored one) exactly where it bootstraps
+    inside the segment; the other rows' targets bit for bit."""
+    _, _, ts, model, _, segment, buffer = setting()
+    key, step = jax.random.key(4), jnp.int32(1)
+    plain = _SAMPLE_BATCH(CONFIG, model, buffer, key, step, ts.params)
+    got = _SAMPLE_BATCH(REANALYSE, model, buffer, key, step, ts.params)
+    assert isinstance(got, stochastic_training.StochasticBatch)
+    for name in ("observations", "actions", "weights", "index"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(plain, name))
+    count = CONFIG.train_batch_size // 2
+    for new, old in zip(jax.tree.leaves(got.targets), jax.tree.leaves(plain.targets),
+                        strict=True):
+        np.testing.assert_array_equal(new[count:], old[count:])
+    k_max, n, d = CONFIG.unroll_steps, CONFIG.td_steps, CONFIG.signed_discount
+    positions = np.arange(k_max + n + 1)  # bootstrap: policies 0..K, values n..n+K
+    ends = np.asarray(segment.trajectories.episode_end)
+    t_len = CONFIG.segment_length
+    search_key = jax.random.fold_in(key, CONFIG.train_steps + step)
+    bootstrapped = 0
+    for b in range(count):
+        start = int(got.index[b])
+        rows = (start + positions) % buffer.size
+        legal = np.asarray(buffer.legal)[rows]
+        legal[~legal.any(-1)] = True
+        keys = jax.random.split(jax.random.fold_in(search_key, start), len(positions))
+        direct = _DIRECT(model, ts.params, keys, buffer.obs[rows], jnp.asarray(legal))
+        policy = np.asarray(direct.action_weights)
+        fresh = np.asarray(direct.search_tree.summary().value)
+        stored = np.asarray(buffer.root_value)[rows]
+        game, t = divmod(start, t_len)  # one segment per game, written from row 0
+        for k in range(k_max + 1):
+            if not got.targets.policy_mask[b, k]:
+                continue
+            np.testing.assert_array_equal(got.targets.policy[b, k], policy[k])
+            inside = t + k + n < t_len and not ends[game, t + k:t + k + n].any()
+            shift = d ** n * (fresh[k + n] - stored[k + n]) if inside else 0.0
+            np.testing.assert_allclose(got.targets.value[b, k] - plain.targets.value[b, k],
+                                       shift, rtol=1e-4, atol=1e-5)
+            bootstrapped += inside
+    assert bootstrapped > 5
+    assert not np.allclose(got.targets.policy[:count], plain.targets.policy[:count])
+
+
 @pytest.mark.parametrize("change", [
-    {"game": "tic_tac_toe"}, {"policy": "sampled"}, {"reanalyse_fraction": 0.5},
+    {"game": "tic_tac_toe"}, {"policy": "sampled"},
     {"game": "connect_four", "network_kind": "resnet"}])
 def test_unsupported_arguments_are_refused_by_name(change):
     base = {k: v for k, v in CONFIG.to_json().items() if k not in change}

@@ -58,8 +58,8 @@ class MuZeroConfig:
         learned chance codes, jaxpuct.muzero.stochastic_networks; searched by
         stochastic_policy with --policy alphazero, stochastic_gumbel_policy with
         --policy gumbel; trained by stochastic_training). stochastic: game 2048,
-        network_kind mlp, policy gumbel or alphazero, no reanalyse and no
-        symmetry augmentation.
+        network_kind mlp, policy gumbel or alphazero, no symmetry
+        augmentation.
       num_codes: C, the chance codes of the stochastic model (32, the paper's
         for 2048); unused by muzero.
       policy: gumbel (gumbel_policy, completed-Q target), alphazero (PUCT with
@@ -110,7 +110,8 @@ class MuZeroConfig:
         td_steps is below the game's length or the game is 2048, value) targets
         come from a new
         search with the current parameters (jaxpuct.muzero.reanalyse; 0: none,
-        the stored targets only).
+        the stored targets only); with model stochastic, the chance-node
+        search's.
       target_update_every: optimiser steps between copies of the parameters into
         the target network that reanalyse searches with (its policy targets and,
         with bootstrap, its value bootstraps); 0: no target network, reanalyse
@@ -196,13 +197,12 @@ class MuZeroConfig:
     def _check_stochastic(self) -> None:
         """Refuses what the stochastic model's loop does not do (yet), naming the
         argument: the other games, the sampled policy (no sampled search over
-        chance nodes), the ResNet, reanalyse and symmetry augmentation (both
-        rebuild a MuZero batch, not the stochastic one with its observations)."""
+        chance nodes), the ResNet, symmetry augmentation (it would have to move
+        the windows' observations and the chance codes learned from them)."""
         refusals = (
             ("game", self.game != "2048", "2048"),
             ("policy", self.policy not in ("gumbel", "alphazero"), "gumbel or alphazero"),
             ("network_kind", self.network_kind != "mlp", "mlp"),
-            ("reanalyse_fraction", self.reanalyse_fraction != 0, "0"),
             ("symmetry_augment", self.symmetry_augment, "False"))
         for name, refused, supported in refusals:
             if refused:

@@ -43,12 +43,13 @@ Cost: ``R * (K + 1)`` searches per train step (``R * (2K + 2)`` at most with
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 
 from jaxpuct.muzero.replay import Batch, TrajectoryBuffer, window_rows, window_targets
+from jaxpuct.muzero.stochastic_training import StochasticBatch
 from jaxpuct.sampled import SampledPolicyOutput
 from jaxpuct.types import PolicyOutput
 
@@ -61,6 +62,10 @@ at ``M`` roots (e.g. :func:`.selfplay.search_roots` with its config bound); a
 :class:`jaxpuct.sampled.SampledPolicyOutput` for a buffer of sampled policies (its
 ``action_weights [M, K]`` over its ``sampled_actions [M, K]``, or ``[M, K, D]``
 vectors for continuous actions, whose ``legal`` is ``[M, 0]``: there is no mask)."""
+
+BatchT = TypeVar("BatchT", Batch, StochasticBatch)
+"""MuZero's batch, or Stochastic MuZero's with its observations: reanalyse
+changes only ``targets``, so both go through it alike."""
 
 
 def reanalysed_rows(fraction: float, batch_size: int) -> int:
@@ -79,14 +84,16 @@ def searched_positions(unroll_steps: int, td_steps: int, bootstrap: bool) -> tup
     return tuple(sorted(set(policy) | set(value)))
 
 
-def reanalyse_batch(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: jax.Array,
+def reanalyse_batch(buffer: TrajectoryBuffer, batch: BatchT, params: Any, key: jax.Array,
                     search_fn: SearchFn, *, fraction: float, unroll_steps: int,
-                    td_steps: int, discount: float, bootstrap: bool = True) -> Batch:
+                    td_steps: int, discount: float, bootstrap: bool = True) -> BatchT:
     """``batch`` with its first ``round(fraction * B)`` rows' targets made anew.
 
     Args:
       buffer: the buffer ``batch`` was sampled from (its rows unchanged since).
-      batch: a :class:`.replay.Batch` of ``B`` unrolls of ``K`` steps.
+      batch: a :class:`.replay.Batch` of ``B`` unrolls of ``K`` steps, or a
+        :class:`.stochastic_training.StochasticBatch` (Stochastic MuZero's, with
+        the windows' observations ``[B, K + 1, ...]``, which stay as they are).
       params: the network parameters the search runs with (the current ones, or a
         target network's).
       key: one key.
@@ -100,12 +107,13 @@ def reanalyse_batch(buffer: TrajectoryBuffer, batch: Batch, params: Any, key: ja
         module docstring).
 
     Returns:
-      :class:`.replay.Batch` with ``targets`` ``value [B, K + 1]`` and ``policy
+      ``batch``'s type, with ``targets`` ``value [B, K + 1]`` and ``policy
       [B, K + 1, P]`` (and ``policy_actions`` with a sampled search) new in rows
       ``< R`` (``reward`` and ``policy_mask`` are those of the stored data,
-      recomputed); ``obs``, ``actions``, ``weights`` and ``index`` unchanged.
+      recomputed); every other field (``obs`` or ``observations``, ``actions``,
+      ``weights``, ``index``) unchanged.
     """
-    size = batch.obs.shape[0]
+    size = batch.index.shape[0]
     count = reanalysed_rows(fraction, size)
     if count == 0:
         return batch
