@@ -317,7 +317,7 @@ def run(config: Config, iterations: int, eval_every: int, max_minutes: float | N
         games, buffer, totals = play(config, graphdef, params, games, buffer, play_key)
         env_steps += config.batch_size * config.selfplay_steps
         # No step on an empty buffer: its minibatches would be copies of a zero row.
-        losses = np.full((2,), np.nan)
+        losses = None
         if int(buffer_lib.filled_rows(buffer)) >= config.train_batch_size:
             params, opt_state, losses = train(config, graphdef, optimizer, params, opt_state,
                                               buffer, train_key)
@@ -331,8 +331,9 @@ def run(config: Config, iterations: int, eval_every: int, max_minutes: float | N
                "gammon_rate": round(int(totals["gammons"]) / finished, 3),
                "mean_game_micro_moves": round(int(totals["micro_moves_finished"]) / finished, 1),
                "buffer_rows": int(buffer_lib.filled_rows(buffer)),
-               "policy_loss": round(float(losses[0]), 4),
-               "value_loss": round(float(losses[1]), 4)}
+               # null, not a bare NaN (strict JSON), where no step was taken.
+               "policy_loss": None if losses is None else round(float(losses[0]), 4),
+               "value_loss": None if losses is None else round(float(losses[1]), 4)}
         done = iteration == iterations or (max_minutes is not None and minutes >= max_minutes)
         if run_dir is not None:
             save_params(run_dir, config, params, iteration)

@@ -145,11 +145,15 @@ def test_the_example_trains_evaluates_saves_and_its_network_plays_the_arena(tmp_
                      "--eval-simulations", "2", "--eval-opponent", "random", "--hidden", "8",
                      "--iterations", "2",
                      "--run-dir", run_dir])
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    def refuse(name):
+        raise ValueError(f"bare {name} in a metrics line")
+
+    rows = [json.loads(line, parse_constant=refuse)
+            for line in capsys.readouterr().out.splitlines()]
     # Every game reaches the 5-micro-move cut-off within the first iteration's 6 moves;
     # no optimiser step before the buffer holds a minibatch (20 rows < 32).
     assert rows[0]["games_cut_off"] == rows[0]["games_finished"] == 4
-    assert rows[0]["buffer_rows"] == 20 and np.isnan(rows[0]["policy_loss"])
+    assert rows[0]["buffer_rows"] == 20 and rows[0]["policy_loss"] is None
     assert np.isfinite(rows[1]["policy_loss"]) and rows[1]["value_loss"] >= 0
     assert last["eval_wins"] + last["eval_losses"] + last["eval_unfinished"] == 2
 
