@@ -34,10 +34,9 @@ CONFIG = MuZeroConfig(game="2048", model="stochastic", policy="alphazero", num_c
 _WRITE = jax.jit(replay.write_episodes)
 _SAMPLE = jax.jit(stochastic_training.sample, static_argnums=(2, 3, 4, 5))
 _MOVE = jax.jit(pgx_2048.move)
-REANALYSE = dataclasses.replace(CONFIG, reanalyse_fraction=0.5)
 _SAMPLE_BATCH = jax.jit(example.sample_batch, static_argnums=(0, 1))
-_DIRECT = jax.jit(functools.partial(selfplay.search_roots, REANALYSE, greedy=False,
-                                    root_noise=False), static_argnums=0)
+_DIRECT = jax.jit(functools.partial(selfplay.search_roots, greedy=False, root_noise=False),
+                  static_argnums=(0, 1))
 
 
 @functools.cache
@@ -115,16 +114,20 @@ def test_the_loop_train_step_lowers_the_loss_on_a_fixed_batch():
     assert np.all(np.isfinite(losses)) and losses[-1] < 0.9 * losses[0], losses
 
 
-def test_reanalyse_remakes_the_first_rows_targets_with_the_chance_node_search():
-    """The loop's batch with ``--reanalyse-fraction 0.5``: the same rows and
-    observations as without; the first half's policy targets are the stochastic
-    search run directly at the stored boards, and each value target moves by
-    ``d^n`` times (fresh root value - stored one) exactly where it bootstraps
-    inside the segment; the other rows' targets bit for bit."""
+@pytest.mark.parametrize("policy", ["alphazero", "gumbel"])
+def test_reanalyse_remakes_the_first_rows_targets_with_the_chance_node_search(policy):
+    """The loop's batch with ``--reanalyse-fraction 0.5``, for both searches over
+    chance nodes: the same rows and observations as without; the first half's
+    policy targets are the stochastic search run directly at the stored boards,
+    and each value target moves by ``d^n`` times (fresh root value - stored one)
+    exactly where it bootstraps inside the segment; the other rows' targets bit
+    for bit."""
     _, _, ts, model, _, segment, buffer = setting()
+    config = dataclasses.replace(CONFIG, policy=policy)
+    reanalysing = dataclasses.replace(config, reanalyse_fraction=0.5)
     key, step = jax.random.key(4), jnp.int32(1)
-    plain = _SAMPLE_BATCH(CONFIG, model, buffer, key, step, ts.params)
-    got = _SAMPLE_BATCH(REANALYSE, model, buffer, key, step, ts.params)
+    plain = _SAMPLE_BATCH(config, model, buffer, key, step, ts.params)
+    got = _SAMPLE_BATCH(reanalysing, model, buffer, key, step, ts.params)
     assert isinstance(got, stochastic_training.StochasticBatch)
     for name in ("observations", "actions", "weights", "index"):
         np.testing.assert_array_equal(getattr(got, name), getattr(plain, name))
@@ -144,7 +147,8 @@ def test_reanalyse_remakes_the_first_rows_targets_with_the_chance_node_search():
         legal = np.asarray(buffer.legal)[rows]
         legal[~legal.any(-1)] = True
         keys = jax.random.split(jax.random.fold_in(search_key, start), len(positions))
-        direct = _DIRECT(model, ts.params, keys, buffer.obs[rows], jnp.asarray(legal))
+        direct = _DIRECT(reanalysing, model, ts.params, keys, buffer.obs[rows],
+                         jnp.asarray(legal))
         policy = np.asarray(direct.action_weights)
         fresh = np.asarray(direct.search_tree.summary().value)
         stored = np.asarray(buffer.root_value)[rows]
