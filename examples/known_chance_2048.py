@@ -62,7 +62,10 @@ class Config:
       train_steps: optimiser steps per iteration.
       learning_rate: Adam's step size.
       weight_decay: coupled L2 weight on kernels.
-      dirichlet_fraction: root noise in self-play.
+      dirichlet_fraction: root noise in self-play (PUCT root only).
+      policy: alphazero (stochastic_policy: PUCT, Dirichlet noise, visits) or
+        gumbel (stochastic_gumbel_policy: Gumbel root and sequential halving, the
+        root rule of the MuZero example's 2048 runs).
     """
 
     seed: int = 0
@@ -80,6 +83,8 @@ class Config:
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     dirichlet_fraction: float = 0.25
+    policy: str = dataclasses.field(default="alphazero",
+                                    metadata={"choices": ("alphazero", "gumbel")})
 
     @property
     def support(self) -> Support:
@@ -113,6 +118,12 @@ def make_search(config: Config, graphdef: nnx.GraphDef, params: Any
 
     def search(key, board, legal, greedy):
         del legal  # root_fn computes the same mask from the board
+        if config.policy == "gumbel":
+            # Greedy: no Gumbel noise, so sequential halving picks by prior and Q.
+            return jaxpuct.stochastic_gumbel_policy(
+                params, key, root_fn(board), decision_fn, chance_fn,
+                config.num_simulations, gumbel_scale=0.0 if greedy else 1.0,
+                chance_backup="expectation")
         return jaxpuct.stochastic_policy(
             params, key, root_fn(board), decision_fn, chance_fn, config.num_simulations,
             selection=jaxpuct.PUCTConfig.mctx_muzero(),
@@ -175,17 +186,22 @@ def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
                                      game_2048.NUM_ACTIONS)
     write = jax.jit(replay_lib.write_episodes, donate_argnums=0)
     boards = game_2048.fresh_boards(boards_key, config.batch_size)
-    start, last = time.time(), {}
+    start, last, busy = time.time(), {}, 0.0
     for iteration in range(1, iterations + 1):
         play_key, train_key, key = jax.random.split(key, 3)
+        tic = time.process_time()
         boards, segment = play(config, graphdef, params, boards, play_key)
         buffer = write(buffer, **segment.write_kwargs())
         params, opt_state, value_loss = train(config, graphdef, optimizer, params, opt_state,
                                               buffer, train_key)
+        jax.block_until_ready(params)
+        # Self-play and training only, as the MuZero example counts them.
+        busy += time.process_time() - tic
         finished = jax.device_get(segment.final_score)
         finished = finished[finished == finished]  # drop the NaNs: games still running
         row = {"iteration": iteration, "seconds": round(time.time() - start, 1),
                "cpu_seconds": round(time.process_time(), 1),
+               "train_cpu_seconds": round(busy, 1),
                "env_steps": iteration * config.batch_size * config.segment_length,
                "games_ended": int(finished.size),
                "selfplay_score": round(float(finished.mean()), 1) if finished.size else None,

@@ -1,0 +1,54 @@
+"""The known-rules 2048 baseline (``examples/known_chance_2048.py``): both root
+rules run end to end, and the greedy Gumbel search over the true chance model
+does not depend on its key."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from examples import known_chance_2048 as kc
+from jaxpuct.envs import pgx_2048
+
+
+@pytest.mark.parametrize("policy", ["alphazero", "gumbel"])
+def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys):
+    last = kc.main(["--policy", policy, "--batch-size", "4", "--segment-length", "8",
+                    "--num-simulations", "4", "--hidden", "8", "--value-support", "5",
+                    "--train-steps", "2", "--buffer-size", "128",
+                    "--train-batch-size", "8", "--iterations", "2", "--eval-every", "0"])
+
+    def refuse(name):
+        raise ValueError(f"bare {name} in a metrics line")
+
+    rows = [json.loads(line, parse_constant=refuse)
+            for line in capsys.readouterr().out.splitlines()]
+    assert [r["env_steps"] for r in rows] == [32, 64]
+    assert 0 < rows[0]["train_cpu_seconds"] <= rows[1]["train_cpu_seconds"]
+    assert rows[1]["train_cpu_seconds"] <= rows[1]["cpu_seconds"]
+    assert "eval_score" not in rows[0] and last is not rows[0]
+    # 64 evaluation games from fresh boards, every one played to its end.
+    assert last["eval_unfinished"] == 0 and last["eval_score"] > 0
+    assert last["eval_moves"] > 0 and np.isfinite(last["value_loss"])
+
+
+def test_the_greedy_gumbel_search_is_the_same_for_every_key():
+    config = kc.Config(policy="gumbel", num_simulations=8, hidden=8, value_support=5)
+    graphdef, params = nnx.split(kc.ValueNetwork(config, nnx.Rngs(0)))
+    search = jax.jit(lambda key, board: kc.make_search(config, graphdef, params)(
+        key, board, None, True))
+    # Boards with illegal moves: tiles packed against the left and bottom edges.
+    boards = jnp.array([[1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 1, 2, 0],
+                        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0],
+                        [2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]], jnp.int32)
+    first = search(jax.random.key(0), boards)
+    for seed in (1, 2):
+        again = search(jax.random.key(seed), boards)
+        np.testing.assert_array_equal(again.action, first.action)
+        np.testing.assert_allclose(again.action_weights, first.action_weights)
+    legal = pgx_2048.legal_actions(boards)
+    assert not bool(jnp.all(legal)), "the boards should include an illegal move"
+    assert bool(jnp.all(jnp.take_along_axis(legal, first.action[:, None], 1)))
