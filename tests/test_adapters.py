@@ -328,3 +328,37 @@ def test_a_game_first_made_inside_jit_leaks_no_tracer():
                          timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-1] == "8"  # two boards, four opening moves each
+
+
+@pytest.mark.parametrize("name", ["tic_tac_toe", "connect_four"])
+def test_the_one_row_step_equals_the_vmapped_step(name):
+    # One row takes pgx's unbatched step (its conditionals kept); it must give the
+    # vmapped step's states, leaf for leaf, through legal moves, illegal moves (pgx
+    # ends the game with a penalty) and steps of a finished game (no change).
+    from jaxpuct.envs.pgx_games import batched_step
+
+    game = make_pgx_game(name)
+    one_row, vmapped = batched_step(game.env.step), jax.vmap(game.env.step)
+
+    @jax.jit
+    def play(key):
+        keys = jax.random.split(key, 3)
+        state = game.init(keys[0], 1)
+        legal_first = jax.random.bernoulli(keys[1], 0.9, (60,))
+        noise = jax.random.uniform(keys[2], (60, game.num_actions))
+
+        def move(carry, t):
+            a, b = carry
+            scores = noise[t] + jnp.where(legal_first[t], 2.0 * a.legal_action_mask[0], 0.0)
+            action = jnp.argmax(scores)[None].astype(jnp.int32)
+            a, b = one_row(a, action), vmapped(b, action)
+            return (a, b), (a, b)
+
+        _, (xs, ys) = jax.lax.scan(move, (state, state), jnp.arange(60))
+        return xs, ys
+
+    for seed in range(4):
+        xs, ys = play(jax.random.PRNGKey(seed))
+        for x, y in zip(jax.tree.leaves(xs), jax.tree.leaves(ys), strict=True):
+            np.testing.assert_array_equal(x, y)
+        assert bool(xs.terminated[-1].all())
