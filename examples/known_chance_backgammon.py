@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -303,8 +304,13 @@ def load_params(run_dir: str) -> tuple[Config, nnx.GraphDef, Any]:
     return config, graphdef, jax.tree.unflatten(treedef, [jnp.asarray(x) for x in loaded])
 
 
-def run(config: Config, iterations: int, eval_every: int, max_minutes: float | None = None,
-        run_dir: str | None = None, log=print) -> dict:
+def run(config: Config, iterations: int | None, eval_every: int,
+        max_minutes: float | None = None, run_dir: str | None = None, log=print) -> dict:
+    """Trains until ``iterations`` (``None``: no cap, for a run bounded by
+    ``max_minutes`` alone) or the iteration that passes ``max_minutes`` of wall
+    clock, whichever comes first; returns the last evaluated row."""
+    if iterations is None and max_minutes is None:
+        raise ValueError("give iterations or max_minutes (or both): the run needs an end")
     init_key, games_key, key = jax.random.split(jax.random.key(config.seed), 3)
     graphdef, params = nnx.split(make_network(config, nnx.Rngs(init_key)))
     optimizer = make_optimizer(config)
@@ -312,7 +318,7 @@ def run(config: Config, iterations: int, eval_every: int, max_minutes: float | N
     buffer = buffer_lib.empty_buffer(config.buffer_size, (34,), jnp.int8, bg.NUM_ACTIONS)
     games = init_games(config, games_key)
     start, cpu_start, last, env_steps = time.time(), time.process_time(), {}, 0
-    for iteration in range(1, iterations + 1):
+    for iteration in itertools.count(1):
         play_key, train_key, eval_key, key = jax.random.split(key, 4)
         games, buffer, totals = play(config, graphdef, params, games, buffer, play_key)
         env_steps += config.batch_size * config.selfplay_steps
@@ -358,12 +364,16 @@ def main(argv: list[str] | None = None) -> dict:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     # The flags are the fields of Config, with its Attributes text as help.
     config_lib.add_arguments(p, Config)
-    p.add_argument("--iterations", type=int, default=1000)
+    p.add_argument("--iterations", type=int, default=None,
+                   help="stop after this iteration (default: 1000 without --max-minutes, "
+                        "no cap with it)")
     p.add_argument("--eval-every", type=int, default=20)
     p.add_argument("--max-minutes", type=float, default=None,
                    help="stop after the iteration that passes this wall-clock budget")
     p.add_argument("--run-dir", default=None, help="save the parameters here every iteration")
     args = p.parse_args(argv)
+    if args.iterations is None and args.max_minutes is None:
+        args.iterations = 1000
     return run(config_lib.from_namespace(Config, args), args.iterations, args.eval_every,
                args.max_minutes, args.run_dir)
 

@@ -174,6 +174,18 @@ def test_the_example_trains_evaluates_saves_and_its_network_plays_the_arena(tmp_
     report = capsys.readouterr().out
     assert f"the network of {run_dir}" in report and "both colours (2 games)" in report
 
+    # A wall-clock budget alone has no iteration cap: it stops after the iteration
+    # that passes it (here the first), and a run with neither end is refused.
+    capsys.readouterr()
+    kcb.main(["--batch-size", "4", "--num-simulations", "2", "--selfplay-steps", "6",
+              "--trajectory-length", "5", "--train-batch-size", "32", "--train-steps", "2",
+              "--buffer-size", "64", "--eval-games", "2", "--eval-simulations", "2",
+              "--eval-opponent", "random", "--hidden", "8", "--max-minutes", "0"])
+    assert [json.loads(line)["iteration"] for line in capsys.readouterr().out.splitlines()
+            ] == [1]
+    with pytest.raises(ValueError, match="iterations or max_minutes"):
+        kcb.run(config, None, 0, None)
+
     with open(os.path.join(run_dir, "params.npz"), "r+b") as f:
         f.seek(100)
         byte = f.read(1)
