@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--simulations", type=int, default=100,
                    help="jaxpuct's simulations per micro-move search")
-    p.add_argument("--value", choices=("zero", "rollouts"), default="rollouts")
+    p.add_argument("--value", choices=("zero", "rollouts"), default=None,
+                   help="the pure search's leaf value (default rollouts); with "
+                        "--checkpoint the network's, and recorded as 'network'")
     p.add_argument("--chance-backup", choices=("visits", "expectation"),
                    default="expectation")
     p.add_argument("--rules", choices=("standard", "pgx"), default="standard",
@@ -57,6 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.games < 2 or args.games % 2:
         sys.exit(f"error: --games must be even and at least 2, got {args.games}")
+    if args.checkpoint is not None and args.value is not None:
+        sys.exit("error: --value is the pure search's; with --checkpoint the network "
+                 "gives the value")
+    args.value = args.value or ("rollouts" if args.checkpoint is None else "network")
     if args.checkpoint is None:
         agent, description = ab.pure_search_agent(args.simulations, args.value,
                                                   args.chance_backup, rules=args.rules)

@@ -186,7 +186,11 @@ def test_cli_arguments():
                                                    3, "pgx")
     defaults = cli.build_parser().parse_args([])
     assert (defaults.value, defaults.chance_backup, defaults.opponent, defaults.solve,
-            defaults.rules) == ("rollouts", "expectation", "mcts", True, "standard")
+            defaults.rules) == (None, "expectation", "mcts", True, "standard")
+    # None is read as rollouts for the pure search; a checkpoint's network gives the
+    # value itself, so --value beside it is refused.
+    with pytest.raises(SystemExit, match="with --checkpoint the network gives the value"):
+        cli.main(["--checkpoint", "unused", "--value", "zero"])
     for games in ("3", "0"):
         with pytest.raises(SystemExit, match="--games must be even and at least 2"):
             cli.main(["--games", games])

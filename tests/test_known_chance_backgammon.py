@@ -169,10 +169,12 @@ def test_the_example_trains_evaluates_saves_and_its_network_plays_the_arena(tmp_
     from examples import arena_backgammon
 
     capsys.readouterr()
+    record = str(tmp_path / "arena.json")
     arena_backgammon.main(["--checkpoint", run_dir, "--simulations", "2", "--rules", "pgx",
-                           "--opponent", "random", "--games", "2"])
+                           "--opponent", "random", "--games", "2", "--json", record])
     report = capsys.readouterr().out
     assert f"the network of {run_dir}" in report and "both colours (2 games)" in report
+    assert json.load(open(record))["args"]["value"] == "network"
 
     # A wall-clock budget alone has no iteration cap: it stops after the iteration
     # that passes it (here the first), and a run with neither end is refused.
