@@ -166,9 +166,102 @@ def test_reanalyse_remakes_the_first_rows_targets_with_the_chance_node_search(po
     assert not np.allclose(got.targets.policy[:count], plain.targets.policy[:count])
 
 
+def test_the_true_outcome_of_each_transition_is_the_spawn_that_made_the_next_board():
+    # Every outcome on afterstates with empty cells: pgx_2048.spawn's board, observed,
+    # gives its outcome back through spawn_outcome (the move made by _MOVE).
+    rng = np.random.default_rng(0)
+    boards = rng.integers(0, 5, (64, 16)) * (rng.random((64, 16)) < 0.6)
+    actions = rng.integers(0, 4, 64)
+    after, _ = _MOVE(jnp.asarray(boards, jnp.int32), jnp.asarray(actions, jnp.int32))
+    after = np.asarray(after)
+    empty = after == 0
+    outcomes = np.array([2 * rng.choice(np.flatnonzero(e)) + rng.integers(0, 2)
+                         for e in empty])
+    nxt = pgx_2048.spawn(jnp.asarray(after), jnp.asarray(outcomes))
+    got = jax.jit(game_2048.spawn_outcome)(game_2048.observe(jnp.asarray(boards)),
+                                           jnp.asarray(actions),
+                                           game_2048.observe(nxt))
+    np.testing.assert_array_equal(got, outcomes)
+    assert len(set(outcomes.tolist())) > 20
+
+    # The loop's stored windows: where a transition has a code, its true outcome
+    # spawned on the moved board is the next stored board.
+    _, _, _, _, _, _, buffer = setting()
+    batch = _SAMPLE(buffer, jax.random.key(2), 48, CONFIG.unroll_steps, CONFIG.td_steps,
+                    CONFIG.signed_discount)
+    mask = np.asarray(batch.targets.policy_mask)[:, 1:]
+    obs = np.asarray(batch.observations)
+    k = CONFIG.unroll_steps
+    outcome = np.asarray(game_2048.spawn_outcome(
+        jnp.asarray(obs[:, :-1].reshape(-1, 288)), batch.actions.reshape(-1),
+        jnp.asarray(obs[:, 1:].reshape(-1, 288)))).reshape(-1, k)
+    moved, _ = _MOVE(jnp.asarray(decode(obs[:, :-1]).reshape(-1, 16), jnp.int32),
+                     batch.actions.reshape(-1))
+    spawned = np.asarray(pgx_2048.spawn(moved, jnp.asarray(outcome.reshape(-1))))
+    same = (spawned == decode(obs[:, 1:]).reshape(-1, 16)).all(-1).reshape(-1, k)
+    assert same[mask].all() and mask.sum() > 20
+
+
+TRUE_CODES = dataclasses.replace(CONFIG, num_codes=32, chance_codes="true")
+
+
+def test_with_true_codes_the_prior_learns_the_outcome_and_the_encoder_is_unused():
+    """``chance_codes='true'``: the code fed to the dynamics is the one-hot of the
+    true outcome, the code loss is the prior's cross-entropy to it (NumPy), there is
+    no commitment term, the encoder's parameters get no gradient, and the loop's
+    train step lowers the loss."""
+    from flax import nnx
+
+    _, _, _, _, _, _, buffer = setting()
+    graphdef, optimizer, ts = example.initial_state(TRUE_CODES)
+    loss_config = TRUE_CODES.stochastic_loss
+    assert loss_config.chance_outcome is game_2048.spawn_outcome
+    batch = _SAMPLE(buffer, jax.random.key(5), 16, TRUE_CODES.unroll_steps,
+                    TRUE_CODES.td_steps, TRUE_CODES.signed_discount)
+
+    def loss(params):
+        return stochastic_training.stochastic_unroll_loss(nnx.merge(graphdef, params),
+                                                          batch, loss_config)
+
+    (_, metrics), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(ts.params)
+    mask = np.asarray(batch.targets.policy_mask)[:, 1:]
+    obs, k = batch.observations, TRUE_CODES.unroll_steps
+    outcome = np.asarray(game_2048.spawn_outcome(
+        obs[:, :-1].reshape(-1, 288), batch.actions.reshape(-1),
+        obs[:, 1:].reshape(-1, 288))).reshape(-1, k)
+    preds = stochastic_training.stochastic_unroll(
+        nnx.merge(graphdef, ts.params), obs, batch.actions, jnp.asarray(mask),
+        outcomes=jnp.asarray(outcome))
+    code = np.asarray(preds.code)
+    expected = np.where(mask[..., None], np.eye(32)[outcome], np.eye(32)[0])
+    np.testing.assert_array_equal(code, expected)
+    logits = np.asarray(preds.code_logits, np.float64)
+    log_sigma = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(
+        -1, keepdims=True)) - logits.max(-1, keepdims=True)
+    ce = -(expected * log_sigma).sum(-1) * mask  # [B, K]
+    np.testing.assert_allclose(float(metrics["code_loss"]), (ce @ np.full(k, 1 / k)).mean(),
+                               rtol=1e-5)
+    assert float(metrics["commitment_loss"]) == 0.0
+    encoder = [g for path, g in jax.tree_util.tree_leaves_with_path(grads)
+               if "enc" in jax.tree_util.keystr(path)]
+    assert encoder and all(not np.any(np.asarray(g)) for g in encoder)
+    dynamics = [g for path, g in jax.tree_util.tree_leaves_with_path(grads)
+                if "dyn" in jax.tree_util.keystr(path)]
+    assert any(np.any(np.asarray(g)) for g in dynamics)
+
+    params, opt_state, losses = ts.params, ts.opt_state, []
+    for _ in range(6):
+        params, opt_state, _, step_metrics, _ = example.train_step(
+            TRUE_CODES, graphdef, optimizer, params, opt_state, buffer, jax.random.key(3),
+            None, jnp.int32(0), jnp.int32(0))
+        losses.append(float(step_metrics["loss"]))
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.9 * losses[0], losses
+
+
 @pytest.mark.parametrize("change", [
     {"game": "tic_tac_toe"}, {"policy": "sampled"},
-    {"game": "connect_four", "network_kind": "resnet"}])
+    {"game": "connect_four", "network_kind": "resnet"},
+    {"num_codes": 8, "chance_codes": "true"}])
 def test_unsupported_arguments_are_refused_by_name(change):
     base = {k: v for k, v in CONFIG.to_json().items() if k not in change}
     name = next(iter(change))

@@ -62,6 +62,10 @@ class MuZeroConfig:
         augmentation.
       num_codes: C, the chance codes of the stochastic model (32, the paper's
         for 2048); unused by muzero.
+      chance_codes: learned (the chance encoder's codes, the paper's) or true
+        (each transition's true chance outcome as its code, a spawn's cell and
+        tile, jaxpuct.muzero.game_2048.spawn_outcome; num_codes 32; the encoder
+        is not trained: LightZero's 2048 recipe); unused by muzero.
       policy: gumbel (gumbel_policy, completed-Q target), alphazero (PUCT with
         muzero_puct_config, visit target, Dirichlet noise at the root) or sampled
         (Sampled MuZero: sampled_policy with muzero_puct_config over num_samples
@@ -133,6 +137,7 @@ class MuZeroConfig:
     policy: str = _choice("gumbel", POLICIES)
     model: str = _choice("muzero", MODELS)
     num_codes: int = _at_least(32, 1)
+    chance_codes: str = _choice("learned", ("learned", "true"))
     num_samples: int = _at_least(4, 1)
     network_kind: str = _choice("mlp", ("mlp", "resnet"))
     hidden: tuple[int, ...] = (64, 64)
@@ -203,7 +208,9 @@ class MuZeroConfig:
             ("game", self.game != "2048", "2048"),
             ("policy", self.policy not in ("gumbel", "alphazero"), "gumbel or alphazero"),
             ("network_kind", self.network_kind != "mlp", "mlp"),
-            ("symmetry_augment", self.symmetry_augment, "False"))
+            ("symmetry_augment", self.symmetry_augment, "False"),
+            ("num_codes", self.chance_codes == "true" and self.num_codes != 32,
+             "32, the 2048 spawn outcomes, with chance_codes 'true'"))
         for name, refused, supported in refusals:
             if refused:
                 raise ValueError(f"MuZeroConfig.{name} {getattr(self, name)!r} is not supported "
@@ -253,7 +260,10 @@ class MuZeroConfig:
     def stochastic_loss(self) -> StochasticLossConfig:
         """The stochastic model's loss: :attr:`loss` with the afterstate value, code
         prior and commitment terms at :class:`.stochastic_training.StochasticLossConfig`'s
-        defaults."""
+        defaults; the true spawn outcomes as the codes with ``chance_codes = 'true'``."""
+        if self.chance_codes == "true":
+            from jaxpuct.muzero.game_2048 import spawn_outcome  # it imports this module
+            return StochasticLossConfig(base=self.loss, chance_outcome=spawn_outcome)
         return StochasticLossConfig(base=self.loss)
 
     def with_decay_over(self, iterations: int) -> MuZeroConfig:

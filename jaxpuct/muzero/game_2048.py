@@ -46,7 +46,7 @@ from jaxpuct.muzero.selfplay import (
 
 __all__ = ["BoardSearch", "BoardValue", "Boards", "Segment", "evaluate", "evaluation_games",
            "fresh_boards", "move_boards", "muzero_search", "observe", "play_segment",
-           "run_segment", "summarise"]
+           "run_segment", "spawn_outcome", "summarise"]
 
 NUM_EXPONENTS = 18
 OBS_SHAPE = (pgx_2048.NUM_CELLS * NUM_EXPONENTS,)
@@ -91,6 +91,33 @@ class Segment(NamedTuple):
 def observe(board: jax.Array) -> jax.Array:
     """``board [B, 16]`` exponents -> ``[B, 288]`` one-hot float32 (module docstring)."""
     return jax.nn.one_hot(board, NUM_EXPONENTS, dtype=jnp.float32).reshape(board.shape[0], -1)
+
+
+def spawn_outcome(obs: jax.Array, action: jax.Array, next_obs: jax.Array) -> jax.Array:
+    """``[N]`` int32: the chance outcome of each recorded transition, in
+    :mod:`jaxpuct.envs.pgx_2048`'s order (``2 x cell + tile``, tile 0 for a 2 and
+    1 for a 4; ``NUM_OUTCOMES = 32``).
+
+    The move is deterministic, so the afterstate is ``move(board, action)``; the
+    next board differs from it in the one cell the tile spawned on. Stochastic
+    MuZero trained with these as its codes (``MuZeroConfig.chance_codes = 'true'``)
+    learns the dynamics and the code prior, not the codes: LightZero's 2048
+    recipe (``use_ture_chance_label_in_chance_encoder``) trains so.
+
+    Args:
+      obs: ``[N, 288]`` :func:`observe` of the board a move was made on.
+      action: ``[N]`` the move.
+      next_obs: ``[N, 288]`` the board after the move and its spawn. A pair that
+        is not such a transition (a row past an episode's end) gives an outcome
+        that the caller masks.
+    """
+    board = jnp.argmax(obs.reshape(obs.shape[0], -1, NUM_EXPONENTS), axis=-1)
+    nxt = jnp.argmax(next_obs.reshape(next_obs.shape[0], -1, NUM_EXPONENTS), axis=-1)
+    after, _ = pgx_2048.move(board.astype(jnp.int32), action.astype(jnp.int32))
+    spawned = (after == 0) & (nxt != 0)
+    cell = jnp.argmax(spawned, axis=-1)
+    tile = jnp.take_along_axis(nxt, cell[:, None], axis=-1)[:, 0] - 1
+    return (2 * cell + jnp.clip(tile, 0, 1)).astype(jnp.int32)
 
 
 def _spawn(key: jax.Array, after: jax.Array) -> jax.Array:

@@ -28,6 +28,12 @@ and trained on the targets of :mod:`.targets`, unchanged::
 * the commitment term ``beta ||c - softmax(e)||^2`` (code constant) pulls the
   encoder's probabilities to its one-hot output.
 
+With known chance outcomes (``StochasticLossConfig.chance_outcome``, a function
+of ``(o_t, a_t, o_{t+1})``) the code ``c_{k+1}`` is the one-hot of the true
+outcome instead of the encoder's, the prior is trained to it, and there is no
+commitment term (the encoder is not used): LightZero's 2048 recipe
+(``use_ture_chance_label_in_chance_encoder``) trains so.
+
 Transitions whose next observation is not in the buffer window's episode (the
 episode's last step, whose final observation is not stored, and the absorbing
 steps past the end) have no code: the dynamics gets code 0 there and neither the
@@ -40,6 +46,7 @@ window (the buffer already holds them as the next rows).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -73,12 +80,18 @@ class StochasticLossConfig:
         steps (``benchmarks/code_collapse.py``). The term saturates the encoder's
         softmax, whose Jacobian, the only path of the straight-through gradient,
         then vanishes before the reward loss has told the outcomes apart.
+      chance_outcome: ``None`` (codes learned by the encoder) or
+        ``(obs [N, ...], action [N], next_obs [N, ...]) -> [N]`` int, the true
+        chance outcome of each transition (< ``num_codes``), used as the code
+        (e.g. :func:`jaxpuct.muzero.game_2048.spawn_outcome`). A module-level
+        function: the config is a static argument, hashed with it.
     """
 
     base: LossConfig = LossConfig()
     afterstate_value_weight: float = 0.25
     code_weight: float = 1.0
     commitment_weight: float = 0.01
+    chance_outcome: Callable[[jax.Array, jax.Array, jax.Array], jax.Array] | None = None
 
     def __post_init__(self):
         for name in ("afterstate_value_weight", "code_weight", "commitment_weight"):
@@ -138,7 +151,8 @@ def _batch_major(x: jax.Array) -> jax.Array:
 
 def stochastic_unroll(net: StochasticMuZeroNetwork, observations: jax.Array,
                       actions: jax.Array, code_mask: jax.Array,
-                      dynamics_gradient_scale: float = 0.5) -> StochasticPredictions:
+                      dynamics_gradient_scale: float = 0.5,
+                      outcomes: jax.Array | None = None) -> StochasticPredictions:
     """Predictions of ``K = actions.shape[1]`` steps (module docstring), a
     ``lax.scan`` unrolled at compile time.
 
@@ -146,17 +160,27 @@ def stochastic_unroll(net: StochasticMuZeroNetwork, observations: jax.Array,
       observations: ``[B, K + 1, ...]``.
       actions: ``[B, K]`` int.
       code_mask: ``[B, K]`` bool, transitions whose next observation is real.
+      outcomes: ``None`` (the encoder's codes) or ``[B, K]`` int, the true
+        chance outcomes, whose one-hots are the codes (``encoder_logits`` are
+        then zeros: the encoder is not called).
     """
     batch, k = actions.shape
     if observations.shape[:2] != (batch, k + 1):
         raise ValueError(f"observations must be [B, K + 1, ...] = [{batch}, {k + 1}, ...] for "
                          f"actions [{batch}, {k}], got shape {tuple(observations.shape)}.")
-    # Every transition's code at once (one batched encoder call), not inside the scan.
-    rest = observations.shape[2:]
-    code, encoder_logits = net.encode(observations[:, :-1].reshape(batch * k, *rest),
-                                      observations[:, 1:].reshape(batch * k, *rest))
-    code = code.reshape(batch, k, -1)
-    encoder_logits = encoder_logits.reshape(batch, k, -1)
+    if outcomes is not None:
+        if outcomes.shape != (batch, k):
+            raise ValueError(f"outcomes must be [B, K] = [{batch}, {k}], got shape "
+                             f"{tuple(outcomes.shape)}.")
+        code = jax.nn.one_hot(outcomes, net.num_codes, dtype=jnp.float32)
+        encoder_logits = jnp.zeros_like(code)
+    else:
+        # Every transition's code at once (one batched encoder call), not inside the scan.
+        rest = observations.shape[2:]
+        code, encoder_logits = net.encode(observations[:, :-1].reshape(batch * k, *rest),
+                                          observations[:, 1:].reshape(batch * k, *rest))
+        code = code.reshape(batch, k, -1)
+        encoder_logits = encoder_logits.reshape(batch, k, -1)
     fallback = jax.nn.one_hot(0, net.num_codes, dtype=code.dtype)
     code = jnp.where(code_mask[..., None], code, fallback)
     latent = net.represent(observations[:, 0])
@@ -203,8 +227,15 @@ def stochastic_unroll_loss(net: StochasticMuZeroNetwork, batch: StochasticBatch,
     base, targets = config.base, batch.targets
     k = batch.actions.shape[1]
     code_mask = targets.policy_mask[:, 1:]
+    outcomes = None
+    if config.chance_outcome is not None:
+        obs = batch.observations
+        rest = obs.shape[2:]
+        outcomes = config.chance_outcome(
+            obs[:, :-1].reshape(-1, *rest), batch.actions.reshape(-1),
+            obs[:, 1:].reshape(-1, *rest)).reshape(batch.actions.shape)
     preds = stochastic_unroll(net, batch.observations, batch.actions, code_mask,
-                              base.dynamics_gradient_scale)
+                              base.dynamics_gradient_scale, outcomes)
     weight = jnp.full((k,), 1.0 / k)  # w_k, k >= 1
     log_p = jax.nn.log_softmax(preds.policy_logits, axis=-1)
     policy = -jnp.sum(targets.policy * log_p, axis=-1) * targets.policy_mask  # [B, K + 1]
@@ -216,7 +247,10 @@ def stochastic_unroll_loss(net: StochasticMuZeroNetwork, batch: StochasticBatch,
     log_sigma = jax.nn.log_softmax(preds.code_logits, axis=-1)
     code = -jnp.sum(jax.lax.stop_gradient(preds.code) * log_sigma, axis=-1)  # [B, K]
     code = (code * code_mask) @ weight
-    commit = (commitment_loss(preds.code, preds.encoder_logits) * code_mask) @ weight
+    if outcomes is None:
+        commit = (commitment_loss(preds.code, preds.encoder_logits) * code_mask) @ weight
+    else:  # no encoder to commit
+        commit = jnp.zeros_like(code)
     per_row = (base.policy_weight * policy + base.value_weight * value
                + base.reward_weight * reward + config.afterstate_value_weight * q
                + config.code_weight * code + config.commitment_weight * commit)
