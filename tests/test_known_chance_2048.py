@@ -15,7 +15,7 @@ from jaxpuct.envs import pgx_2048
 
 
 @pytest.mark.parametrize("policy", ["alphazero", "gumbel"])
-def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys):
+def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys, tmp_path):
     last = kc.main(["--policy", policy, "--batch-size", "4", "--segment-length", "8",
                     "--num-simulations", "4", "--hidden", "8", "--value-support", "5",
                     "--train-steps", "2", "--buffer-size", "128",
@@ -33,6 +33,19 @@ def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys):
     # 64 evaluation games from fresh boards, every one played to its end.
     assert last["eval_unfinished"] == 0 and last["eval_score"] > 0
     assert last["eval_moves"] > 0 and np.isfinite(last["value_loss"])
+
+    # Its lines are what benchmarks.curves_2048 reads: the one evaluation, at 64 steps.
+    from benchmarks import curves_2048
+
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (evaluated,) = curves_2048.evaluations(str(log))
+    assert (evaluated["env_steps"], evaluated["score"]) == (64, last["eval_score"])
+    curves_2048.main(["--run", f"a={log}", "--run", f"a={log}", "--steps", "64",
+                      "--json", str(tmp_path / "all.json")])
+    out = capsys.readouterr().out
+    assert f"{last['eval_score']:,.0f}" in out and "mean of 2 seeds" in out
+    assert json.load(open(tmp_path / "all.json"))["a"][str(log)][0]["env_steps"] == 64
 
 
 def test_the_greedy_gumbel_search_is_the_same_for_every_key():
