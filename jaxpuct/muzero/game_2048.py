@@ -46,7 +46,7 @@ from jaxpuct.muzero.selfplay import (
 
 __all__ = ["BoardSearch", "BoardValue", "Boards", "Segment", "evaluate", "evaluation_games",
            "fresh_boards", "move_boards", "muzero_search", "observe", "play_segment",
-           "run_segment", "spawn_outcome", "summarise"]
+           "run_segment", "spawn_outcome", "summarise", "unobserve"]
 
 NUM_EXPONENTS = 18
 OBS_SHAPE = (pgx_2048.NUM_CELLS * NUM_EXPONENTS,)
@@ -93,6 +93,12 @@ def observe(board: jax.Array) -> jax.Array:
     return jax.nn.one_hot(board, NUM_EXPONENTS, dtype=jnp.float32).reshape(board.shape[0], -1)
 
 
+def unobserve(obs: jax.Array) -> jax.Array:
+    """``[N, 288]`` :func:`observe` output (floats or stored bits) -> ``[N, 16]``
+    int32 exponents: its inverse."""
+    return jnp.argmax(obs.reshape(obs.shape[0], -1, NUM_EXPONENTS), axis=-1).astype(jnp.int32)
+
+
 def spawn_outcome(obs: jax.Array, action: jax.Array, next_obs: jax.Array) -> jax.Array:
     """``[N]`` int32: the chance outcome of each recorded transition, in
     :mod:`jaxpuct.envs.pgx_2048`'s order (``2 x cell + tile``, tile 0 for a 2 and
@@ -111,9 +117,8 @@ def spawn_outcome(obs: jax.Array, action: jax.Array, next_obs: jax.Array) -> jax
         is not such a transition (a row past an episode's end) gives an outcome
         that the caller masks.
     """
-    board = jnp.argmax(obs.reshape(obs.shape[0], -1, NUM_EXPONENTS), axis=-1)
-    nxt = jnp.argmax(next_obs.reshape(next_obs.shape[0], -1, NUM_EXPONENTS), axis=-1)
-    after, _ = pgx_2048.move(board.astype(jnp.int32), action.astype(jnp.int32))
+    nxt = unobserve(next_obs)
+    after, _ = pgx_2048.move(unobserve(obs), action.astype(jnp.int32))
     spawned = (after == 0) & (nxt != 0)
     cell = jnp.argmax(spawned, axis=-1)
     tile = jnp.take_along_axis(nxt, cell[:, None], axis=-1)[:, 0] - 1
