@@ -42,7 +42,8 @@ PARTS = (
          "`benchmarks.multileaf --skip-quality`: connect_four with a 2x32 ResNet, "
          "S = 64; its printout."),
     Part("d", "d. Largest batch that fits",
-         "`benchmarks.max_batch`: B doubled at a small S until out of memory (caught)."),
+         "`benchmarks.max_batch`: B doubled at a small S until out of memory (caught) or "
+         "refused by jaxpuct's memory check, each search in a process of its own."),
 )
 HEADINGS = tuple(f"## {p.title}" for p in PARTS)
 

@@ -176,18 +176,20 @@ if [[ "$SMOKE" == 1 ]]; then
   part d 60 "$PY" -m benchmarks.max_batch --simulations 4 --num-actions 8 --start 2 \
     --max-batch 4 --searches jaxpuct/mctx-rule --rows-json "$ROWS"
 else
-  # a: 5 cases x 3 searches, 3 calls each (fewer where a call is slow).
-  part a 150 "$PY" -m benchmarks.compare_mctx --workloads grid \
-    --cases 16384:64:82,4096:200:82,1024:800:82,4096:64:362,256:800:362 \
-    --reps 3 --min-reps 2 --budget 5 --rows-json "$ROWS"
+  # a: 5 cases x 3 searches, cheapest first; 3 calls each where a call is fast, 1 where
+  # it is slow (H200, 2026-12-04: one mctx call at B=1024, S=800 took 60 s).
+  part a 180 "$PY" -m benchmarks.compare_mctx --workloads grid \
+    --cases 16384:64:82,4096:64:362,4096:200:82,256:800:362,1024:800:82 \
+    --reps 3 --min-reps 1 --budget 5 --rows-json "$ROWS"
   # b: connect_four (2x32 ResNet) first, then go_9x9 (6x64); rows after each game.
-  part b 150 "$PY" -m benchmarks.selfplay_step --games connect_four,go_9x9 --batch 1024 \
+  part b 100 "$PY" -m benchmarks.selfplay_step --games connect_four,go_9x9 --batch 1024 \
     --simulations 64 --reps 3 --budget 5 --rows-json "$ROWS"
   part c 60 bash -c "set -o pipefail; '$PY' -m benchmarks.multileaf --skip-quality \
     --batches 1,8 --ks 1,4,16 --reps 5 | tee '$OUT/multileaf.txt'"
-  # d: all but 5% of the GPU's memory to XLA, so the largest B is the card's.
-  part d 90 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 "$PY" -m benchmarks.max_batch \
-    --simulations 16 --num-actions 362 --start 16384 --max-batch 16777216 --budget 75 \
+  # d: all but 5% of the GPU's memory to XLA, so the largest B is the card's; each
+  # search doubles in a process of its own (max_batch's default).
+  part d 120 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 "$PY" -m benchmarks.max_batch \
+    --simulations 16 --num-actions 362 --start 131072 --max-batch 16777216 --budget 100 \
     --rows-json "$ROWS"
 fi
 

@@ -8,6 +8,14 @@ compile or the call runs out of memory (caught: XLA's ``RESOURCE_EXHAUSTED`` or
 has passed.
 Each B is compiled, called once (warm-up) and timed once; every row is appended
 to ``--rows-json`` as it is measured, so a run cut short keeps what it found.
+jaxpuct's trace-time memory check can refuse a batch before anything is
+allocated; that row says ``refused`` and ends the doubling as an out-of-memory
+error would.
+
+Each search runs in a process of its own (``--one-process`` turns that off): on
+an H200, after mctx's doubling, jaxpuct ran out of memory at a batch it had run
+in a fresh process, so the first search's leftovers would set the second's
+ceiling.
 
     python -m benchmarks.max_batch [--simulations 16] [--num-actions 362]
         [--start 1024] [--max-batch 16777216] [--budget 90] [--rows-json rows.jsonl]
@@ -19,6 +27,10 @@ import argparse
 import dataclasses
 import gc
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from typing import Any
 
@@ -62,6 +74,13 @@ def is_out_of_memory(err: BaseException) -> bool:
             or isinstance(err, MemoryError))
 
 
+def is_refused_by_memory_check(err: BaseException) -> bool:
+    """Whether ``err`` is jaxpuct's trace-time refusal of trees larger than the
+    device's memory (``jaxpuct.memory.check_trees_fit``): the same ceiling as an
+    out-of-memory error, found before anything is allocated."""
+    return isinstance(err, ValueError) and "bytes of device memory" in str(err)
+
+
 def _peak_bytes() -> int | None:
     try:
         stats = jax.devices()[0].memory_stats()
@@ -72,7 +91,8 @@ def _peak_bytes() -> int | None:
 
 def try_batch(name: str, batch: int, cfg: MaxBatchConfig) -> dict[str, Any]:
     """Compiles and runs one search at B = ``batch``; a row with ``status`` ``ok``
-    (and the time) or ``oom`` (and the error's first line)."""
+    (and the time), ``oom`` or ``refused`` (jaxpuct's own memory check; both with
+    the error's first line)."""
     row: dict[str, Any] = dict(impl=name, B=batch, S=cfg.sims, A=cfg.num_actions)
     start = time.perf_counter()
     try:
@@ -89,9 +109,12 @@ def try_batch(name: str, batch: int, cfg: MaxBatchConfig) -> dict[str, Any]:
         row["status"] = "ok"
         row["peak_bytes"] = _peak_bytes()
     except Exception as err:  # noqa: BLE001 - only out-of-memory errors are expected
-        if not is_out_of_memory(err):
+        if is_refused_by_memory_check(err):
+            row["status"] = "refused"  # jaxpuct's own check, before any allocation
+        elif is_out_of_memory(err):
+            row["status"] = "oom"
+        else:
             raise
-        row["status"] = "oom"
         row["error"] = str(err).strip().splitlines()[0][:200]
     finally:
         gc.collect()
@@ -135,7 +158,7 @@ def summary(rows: list[dict[str, Any]]) -> Table:
                     failed[0]["B"] if failed else "none (limit or budget)"])
     return Table("Largest batch that fits (doubling B)",
                  ["search", "S", "A", "largest B run", "sims/s there", "peak GiB",
-                  "first B out of memory"], out)
+                  "first B that did not fit"], out)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -147,13 +170,49 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=90.0)
     parser.add_argument("--searches", default=f"{JAXPUCT_MCTX_RULE},{MCTX}")
     parser.add_argument("--rows-json", default=None)
+    parser.add_argument("--one-process", action="store_true",
+                        help="all searches in this process (default: one process each)")
     args = parser.parse_args(argv)
     cfg = MaxBatchConfig(sims=args.simulations, num_actions=args.num_actions,
                          start=args.start, max_batch=args.max_batch, budget=args.budget,
                          searches=tuple(s for s in args.searches.split(",") if s))
-    print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}; {cfg}", flush=True)
-    rows = search(cfg, args.rows_json)
+    if len(cfg.searches) > 1 and not args.one_process:
+        rows = search_in_processes(cfg, args.rows_json)
+    else:
+        print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}; {cfg}", flush=True)
+        rows = search(cfg, args.rows_json)
     print("\n" + summary(rows).markdown(), flush=True)
+
+
+def search_in_processes(cfg: MaxBatchConfig,
+                        rows_json: str | None = None) -> list[dict[str, Any]]:
+    """:func:`search` for each of ``cfg.searches`` in a fresh Python process, each
+    with its share of the budget; the rows of all, also appended to ``rows_json``.
+    A child that fails keeps the rows it wrote, and the next search still runs."""
+    rows: list[dict[str, Any]] = []
+    share = cfg.budget / len(cfg.searches)
+    for name in cfg.searches:
+        with tempfile.TemporaryDirectory() as tmp:
+            child_rows = os.path.join(tmp, "rows.jsonl")
+            command = [sys.executable, "-m", "benchmarks.max_batch", "--one-process",
+                       "--simulations", str(cfg.sims), "--num-actions", str(cfg.num_actions),
+                       "--start", str(cfg.start), "--max-batch", str(cfg.max_batch),
+                       "--budget", str(share), "--searches", name, "--rows-json", child_rows]
+            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            path = os.environ.get("PYTHONPATH")
+            env = dict(os.environ, PYTHONPATH=root + (os.pathsep + path if path else ""))
+            result = subprocess.run(command, check=False, env=env)
+            if result.returncode != 0:
+                print(f"  {name}: its process exited with {result.returncode}", flush=True)
+            mine = []
+            if os.path.exists(child_rows):
+                with open(child_rows) as f:
+                    mine = [json.loads(line) for line in f if line.strip()]
+            rows += mine
+            if rows_json and mine:
+                with open(rows_json, "a") as f:
+                    f.writelines(json.dumps(row) + "\n" for row in mine)
+    return rows
 
 
 if __name__ == "__main__":

@@ -48,6 +48,31 @@ def test_cases_and_out_of_memory():
     assert not max_batch.is_out_of_memory(RuntimeError("shape mismatch"))
 
 
+def test_the_memory_checks_refusal_is_a_ceiling_not_a_crash():
+    # The error jaxpuct raised on an H200 at B = 2,097,152, made here with a small
+    # device_bytes; max_batch's doubling must stop on it instead of dying.
+    from jaxpuct.memory import check_trees_fit
+    with pytest.raises(ValueError) as refused:
+        check_trees_fit(2_097_152, 362, 17, device_bytes=1 << 30)
+    assert max_batch.is_refused_by_memory_check(refused.value)
+    assert not max_batch.is_refused_by_memory_check(ValueError("num_actions must be > 0"))
+    assert not max_batch.is_out_of_memory(refused.value)
+
+
+def test_each_search_doubles_in_a_process_of_its_own(tmp_path):
+    # Two searches, one batch each, in two child processes; their rows come back
+    # and are appended to the shared rows file, as device_run.sh reads them.
+    rows_json = tmp_path / "rows.jsonl"
+    cfg = max_batch.MaxBatchConfig(sims=2, num_actions=4, start=2, max_batch=2, budget=600,
+                                   searches=(compare_mctx.JAXPUCT_MCTX_RULE,
+                                             compare_mctx.MCTX))
+    rows = max_batch.search_in_processes(cfg, str(rows_json))
+    assert [(r["impl"], r["B"], r["status"]) for r in rows] == [
+        (compare_mctx.JAXPUCT_MCTX_RULE, 2, "ok"), (compare_mctx.MCTX, 2, "ok")]
+    assert [json.loads(line)["impl"] for line in rows_json.read_text().splitlines()] == [
+        compare_mctx.JAXPUCT_MCTX_RULE, compare_mctx.MCTX]
+
+
 def test_parts_write_a_report_with_every_section(tmp_path):
     rows = tmp_path / "rows.jsonl"
     # a: real result rows of the grid's code path, from given timings (no compile).
