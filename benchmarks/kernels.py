@@ -526,6 +526,31 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def time_searches(args: argparse.Namespace) -> None:
+    """Medians of the searches of ``--cases`` (``A:S``) at ``--batch``, each pair of
+    jaxpuct and mctx timed in turn by ``benchmarks.compare_mctx.compare``, and
+    mctx's median over jaxpuct's: the measured ratio to set beside the model's."""
+    from benchmarks.compare_mctx import Config, Impl, compare
+
+    policies = args.policies.split(",")
+    for case in args.cases.split(","):
+        num_actions, sims = (int(x) for x in case.split(":")[:2])
+        found = searches(args.batch, num_actions, sims)
+        for policy in policies:
+            pair = [Impl(name, *found[name]) for name in (f"jaxpuct/{policy}",
+                                                           f"mctx/{policy}")]
+            timings = compare(pair, Config(reps=5, budget=5.0), keep_output=False)
+            ours, theirs = (timings[impl.name] for impl in pair)
+            row = dict(B=args.batch, A=num_actions, S=sims, policy=policy,
+                       jaxpuct_ms=1e3 * ours.median, mctx_ms=1e3 * theirs.median,
+                       x_mctx=theirs.median / ours.median, n=min(ours.n, theirs.n),
+                       device=jax.devices()[0].device_kind, jax=jax.__version__)
+            print(json.dumps(row), flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
@@ -538,7 +563,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="rows (JSON lines) of an earlier run with --hlo-dir: count "
                         "again from its HLO texts, compile nothing")
     parser.add_argument("--json", default=None, help="append rows as JSON lines")
+    parser.add_argument("--time", action="store_true",
+                        help="time the searches of --cases at --batch instead of counting "
+                        "(to set the model beside a device's clock)")
     args = parser.parse_args(argv)
+    if args.time:
+        time_searches(args)
+        return
     if args.reanalyse:  # the same rows, counted again from the saved HLO texts
         with open(args.reanalyse) as f:
             rows = [json.loads(line) for line in f if line.strip()]

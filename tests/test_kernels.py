@@ -1,6 +1,8 @@
 """The launch-cost counter of ``benchmarks/kernels.py``: its HLO reading on a
 hand-written module, and the recorded kernels per depth step of a search."""
 
+import json
+
 import jax
 import pytest
 
@@ -127,3 +129,14 @@ def test_kernels_per_depth_step_do_not_grow():
     assert cost.depth.kernels <= RECORDED_DEPTH_KERNELS, (
         f"kernels per depth step grew: {cost.depth.kernels:.0f} > "
         f"{RECORDED_DEPTH_KERNELS} recorded (see this file's comment)")
+
+
+def test_time_mode_writes_a_row_per_policy_with_mctx_over_jaxpuct(tmp_path):
+    pytest.importorskip("mctx")
+    rows_path = tmp_path / "kt.jsonl"
+    kernels.main(["--time", "--batch", "2", "--cases", "8:2", "--policies", "puct",
+                  "--json", str(rows_path)])
+    (row,) = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    assert (row["B"], row["A"], row["S"], row["policy"]) == (2, 8, 2, "puct")
+    assert row["n"] >= 1 and row["jaxpuct_ms"] > 0 and row["mctx_ms"] > 0
+    assert row["x_mctx"] == pytest.approx(row["mctx_ms"] / row["jaxpuct_ms"])
