@@ -44,6 +44,11 @@ PARTS = (
     Part("d", "d. Largest batch that fits",
          "`benchmarks.max_batch`: B doubled at a small S until out of memory (caught) or "
          "refused by jaxpuct's memory check, each search in a process of its own."),
+    Part("e", "e. The launch-cost model's case, timed",
+         "`benchmarks.kernels --time`: the six searches of `docs/scaling.md`'s model "
+         "(PUCT with mctx's rule, Gumbel, chance nodes; synthetic games, A = 82, "
+         "S = 64) at B = 1024 and B = 8, each jaxpuct and mctx pair timed in turn; "
+         "`x mctx` is mctx's median over jaxpuct's."),
 )
 HEADINGS = tuple(f"## {p.title}" for p in PARTS)
 
@@ -83,6 +88,15 @@ def _grid_section(rows: list[dict[str, Any]]) -> str:
                  [_search_table_row(r) for r in rows]).markdown()
 
 
+def _kernels_time_section(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    return Table("Search time, jaxpuct and mctx (medians)",
+                 ["B", "A", "S", "policy", "n", "jaxpuct ms", "mctx ms", "x mctx"],
+                 [[r["B"], r["A"], r["S"], r["policy"], r["n"], r["jaxpuct_ms"],
+                   r["mctx_ms"], r["x_mctx"]] for r in rows]).markdown()
+
+
 def build(out_dir: str, info: dict[str, str] | None = None, title: str | None = None) -> str:
     """The report's Markdown from the files in ``out_dir``."""
     from benchmarks import max_batch, selfplay_step
@@ -105,6 +119,7 @@ def build(out_dir: str, info: dict[str, str] | None = None, title: str | None = 
               if by_workload.get("selfplay") else None),
         "d": (max_batch.summary(by_workload["max_batch"]).markdown()
               if by_workload.get("max_batch") else None),
+        "e": _kernels_time_section(by_workload.get("kernels_time", [])) or None,
     }
     multileaf = os.path.join(out_dir, "multileaf.txt")
     if os.path.exists(multileaf) and os.path.getsize(multileaf):

@@ -11,7 +11,10 @@
 #   a. benchmarks.compare_mctx --workloads grid: the search alone, GPU-sized B, S, A;
 #   b. benchmarks.selfplay_step: a pgx self-play step, PUCT and Gumbel, vs mctx;
 #   c. benchmarks.multileaf: several leaves per step, B = 1 and 8, K = 1, 4, 16;
-#   d. benchmarks.max_batch: the largest B that fits (doubling until out of memory).
+#   d. benchmarks.max_batch: the largest B that fits (doubling until out of memory),
+#      run last, since it fills the card;
+#   e. benchmarks.kernels --time: the launch-cost model's six searches (docs/scaling.md)
+#      timed at B = 1024 and 8, run before d.
 # Then benchmarks.device_report writes $OUT/benchmarks_gpu.md (device, versions, date,
 # one section per part), to be copied into docs/.
 #
@@ -173,23 +176,29 @@ if [[ "$SMOKE" == 1 ]]; then
     --rows-json "$ROWS"
   part c 120 bash -c "set -o pipefail; '$PY' -m benchmarks.multileaf --skip-quality \
     --batches 1 --ks 4 --net-batches 1 --reps 1 | tee '$OUT/multileaf.txt'"
+  part e 60 "$PY" -m benchmarks.kernels --time --batch 2 --cases 8:2 --policies puct \
+    --json "$ROWS"
   part d 60 "$PY" -m benchmarks.max_batch --simulations 4 --num-actions 8 --start 2 \
     --max-batch 4 --searches jaxpuct/mctx-rule --rows-json "$ROWS"
 else
   # a: 5 cases x 3 searches, cheapest first; 3 calls each where a call is fast, 1 where
   # it is slow (H200, 2026-12-04: one mctx call at B=1024, S=800 took 60 s).
-  part a 180 "$PY" -m benchmarks.compare_mctx --workloads grid \
+  part a 165 "$PY" -m benchmarks.compare_mctx --workloads grid \
     --cases 16384:64:82,4096:64:362,4096:200:82,256:800:362,1024:800:82 \
     --reps 3 --min-reps 1 --budget 5 --rows-json "$ROWS"
   # b: connect_four (2x32 ResNet) first, then go_9x9 (6x64); rows after each game.
   part b 100 "$PY" -m benchmarks.selfplay_step --games connect_four,go_9x9 --batch 1024 \
     --simulations 64 --reps 3 --budget 5 --rows-json "$ROWS"
-  part c 60 bash -c "set -o pipefail; '$PY' -m benchmarks.multileaf --skip-quality \
+  part c 55 bash -c "set -o pipefail; '$PY' -m benchmarks.multileaf --skip-quality \
     --batches 1,8 --ks 1,4,16 --reps 5 | tee '$OUT/multileaf.txt'"
+  # e: about 30 s per batch size on an H200 (2026-12-04), compiles included.
+  part e 60 bash -c "'$PY' -m benchmarks.kernels --time --batch 1024 --cases 82:64 \
+    --json '$ROWS' && '$PY' -m benchmarks.kernels --time --batch 8 --cases 82:64 \
+    --json '$ROWS'"
   # d: all but 5% of the GPU's memory to XLA, so the largest B is the card's; each
   # search doubles in a process of its own (max_batch's default).
-  part d 120 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 "$PY" -m benchmarks.max_batch \
-    --simulations 16 --num-actions 362 --start 131072 --max-batch 16777216 --budget 100 \
+  part d 90 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 "$PY" -m benchmarks.max_batch \
+    --simulations 16 --num-actions 362 --start 262144 --max-batch 16777216 --budget 75 \
     --rows-json "$ROWS"
 fi
 

@@ -541,7 +541,8 @@ def time_searches(args: argparse.Namespace) -> None:
                                                            f"mctx/{policy}")]
             timings = compare(pair, Config(reps=5, budget=5.0), keep_output=False)
             ours, theirs = (timings[impl.name] for impl in pair)
-            row = dict(B=args.batch, A=num_actions, S=sims, policy=policy,
+            row = dict(workload="kernels_time", B=args.batch, A=num_actions, S=sims,
+                       policy=policy,
                        jaxpuct_ms=1e3 * ours.median, mctx_ms=1e3 * theirs.median,
                        x_mctx=theirs.median / ours.median, n=min(ours.n, theirs.n),
                        device=jax.devices()[0].device_kind, jax=jax.__version__)

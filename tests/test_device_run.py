@@ -95,7 +95,12 @@ def test_parts_write_a_report_with_every_section(tmp_path):
         sims=2, num_actions=4, start=2, max_batch=2,
         searches=(compare_mctx.JAXPUCT_MCTX_RULE,)), str(rows))
     assert [(r["B"], r["status"]) for r in found] == [(2, "ok")]
-    (tmp_path / "status.txt").write_text("a ok 3\nb timeout 170\nc ok 2\nd ok 5\n")
+    # e: a row in benchmarks.kernels --time's format, from given medians.
+    with open(rows, "a") as f:
+        f.write(json.dumps(dict(workload="kernels_time", B=8, A=82, S=64, policy="gumbel",
+                                jaxpuct_ms=15.6, mctx_ms=18.0, x_mctx=18.0 / 15.6, n=5))
+                + "\n")
+    (tmp_path / "status.txt").write_text("a ok 3\nb timeout 170\nc ok 2\nd ok 5\ne ok 9\n")
 
     for line in rows.read_text().splitlines():
         json.loads(line)
@@ -111,6 +116,7 @@ def test_parts_write_a_report_with_every_section(tmp_path):
     assert "connect_four" in sections[1] and "timeout (170 s)" in sections[1]
     assert "S = 64" in sections[2]
     assert "| jaxpuct/mctx-rule | 2 | 4 | 2 |" in sections[3]
+    assert "| 8 | 82 | 64 | gumbel | 5 | 15.6 | 18 | 1.15 |" in sections[4]
 
 
 def test_report_without_results_says_so(tmp_path):
