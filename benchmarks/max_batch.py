@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
                          start=args.start, max_batch=args.max_batch, budget=args.budget,
                          searches=tuple(s for s in args.searches.split(",") if s))
     if len(cfg.searches) > 1 and not args.one_process:
+        # This process never creates a JAX backend: on a GPU it would take its share
+        # of the memory the children measure.
         rows = search_in_processes(cfg, args.rows_json)
     else:
         print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}; {cfg}", flush=True)
