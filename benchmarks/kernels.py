@@ -530,7 +530,7 @@ def time_searches(args: argparse.Namespace) -> None:
     """Medians of the searches of ``--cases`` (``A:S``) at ``--batch``, each pair of
     jaxpuct and mctx timed in turn by ``benchmarks.compare_mctx.compare``, and
     mctx's median over jaxpuct's: the measured ratio to set beside the model's."""
-    from benchmarks.compare_mctx import Config, Impl, compare
+    from benchmarks.compare_mctx import Config, Impl, append_rows, compare
 
     policies = args.policies.split(",")
     for case in args.cases.split(","):
@@ -541,15 +541,13 @@ def time_searches(args: argparse.Namespace) -> None:
                                                            f"mctx/{policy}")]
             timings = compare(pair, Config(reps=5, budget=5.0), keep_output=False)
             ours, theirs = (timings[impl.name] for impl in pair)
-            row = dict(workload="kernels_time", B=args.batch, A=num_actions, S=sims,
-                       policy=policy,
+            row = dict(B=args.batch, A=num_actions, S=sims, policy=policy,
                        jaxpuct_ms=1e3 * ours.median, mctx_ms=1e3 * theirs.median,
                        x_mctx=theirs.median / ours.median, n=min(ours.n, theirs.n),
                        device=jax.devices()[0].device_kind, jax=jax.__version__)
             print(json.dumps(row), flush=True)
             if args.json:
-                with open(args.json, "a") as f:
-                    f.write(json.dumps(row) + "\n")
+                append_rows(args.json, "kernels_time", [row])
 
 
 def main(argv: list[str] | None = None) -> None:

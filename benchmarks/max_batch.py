@@ -41,6 +41,7 @@ from benchmarks.compare_mctx import (
     MCTX,
     Config,
     Table,
+    append_rows,
     search_impls,
     synthetic_game,
 )
@@ -191,6 +192,11 @@ def search_in_processes(cfg: MaxBatchConfig,
     """:func:`search` for each of ``cfg.searches`` in a fresh Python process, each
     with its share of the budget; the rows of all, also appended to ``rows_json``.
     A child that fails keeps the rows it wrote, and the next search still runs."""
+    from benchmarks.device_report import read_rows  # it imports this module
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.environ.get("PYTHONPATH")
+    env = dict(os.environ, PYTHONPATH=root + (os.pathsep + path if path else ""))
     rows: list[dict[str, Any]] = []
     share = cfg.budget / len(cfg.searches)
     for name in cfg.searches:
@@ -200,20 +206,13 @@ def search_in_processes(cfg: MaxBatchConfig,
                        "--simulations", str(cfg.sims), "--num-actions", str(cfg.num_actions),
                        "--start", str(cfg.start), "--max-batch", str(cfg.max_batch),
                        "--budget", str(share), "--searches", name, "--rows-json", child_rows]
-            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            path = os.environ.get("PYTHONPATH")
-            env = dict(os.environ, PYTHONPATH=root + (os.pathsep + path if path else ""))
             result = subprocess.run(command, check=False, env=env)
             if result.returncode != 0:
                 print(f"  {name}: its process exited with {result.returncode}", flush=True)
-            mine = []
-            if os.path.exists(child_rows):
-                with open(child_rows) as f:
-                    mine = [json.loads(line) for line in f if line.strip()]
+            mine = read_rows(child_rows)  # a child killed mid-line loses that line only
             rows += mine
             if rows_json and mine:
-                with open(rows_json, "a") as f:
-                    f.writelines(json.dumps(row) + "\n" for row in mine)
+                append_rows(rows_json, "max_batch", mine)
     return rows
 
 
