@@ -177,7 +177,22 @@ def train(config: Config, graphdef: nnx.GraphDef, optimizer: optax.GradientTrans
     return params, opt_state, total / max(config.train_steps, 1)
 
 
-def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
+def evaluate_at(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Array,
+                extra_simulations: tuple[int, ...] = ()) -> dict:
+    """64 greedy games at the run's own ``num_simulations`` (:func:`game_2048.summarise`'s
+    keys), and 64 more with the same network and the same key (the same fresh
+    boards) at each of ``extra_simulations``, under ``eval_at_{S}``: so that a
+    deeper search at evaluation and a better-trained value can be told apart."""
+    row = game_2048.summarise(*evaluation(config, graphdef, params, 64, key))
+    for sims in extra_simulations:
+        again = dataclasses.replace(config, num_simulations=sims)
+        row[f"eval_at_{sims}"] = game_2048.summarise(*evaluation(again, graphdef, params, 64,
+                                                                 key))
+    return row
+
+
+def run(config: Config, iterations: int, eval_every: int, log=print,
+        eval_simulations: tuple[int, ...] = ()) -> dict:
     init_key, boards_key, key = jax.random.split(jax.random.key(config.seed), 3)
     graphdef, params = nnx.split(ValueNetwork(config, nnx.Rngs(init_key)))
     optimizer = make_optimizer(config)
@@ -207,8 +222,8 @@ def run(config: Config, iterations: int, eval_every: int, log=print) -> dict:
                "selfplay_score": round(float(finished.mean()), 1) if finished.size else None,
                "value_loss": round(float(value_loss), 4)}
         if (eval_every and iteration % eval_every == 0) or iteration == iterations:
-            row.update(game_2048.summarise(*evaluation(config, graphdef, params, 64,
-                                                       jax.random.fold_in(play_key, 1))))
+            row.update(evaluate_at(config, graphdef, params, jax.random.fold_in(play_key, 1),
+                                   eval_simulations))
             last = row
         log(json.dumps(row), flush=True)
     return last
@@ -221,8 +236,25 @@ def main(argv: list[str] | None = None) -> dict:
     config_lib.add_arguments(p, Config)
     p.add_argument("--iterations", type=int, default=40)
     p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--eval-simulations", type=_simulation_counts, default=(),
+                   help="comma-separated simulation counts: each evaluation also plays "
+                        "its 64 games at each of them with the same network "
+                        "(eval_at_S in the line)")
     args = p.parse_args(argv)
-    return run(config_lib.from_namespace(Config, args), args.iterations, args.eval_every)
+    return run(config_lib.from_namespace(Config, args), args.iterations, args.eval_every,
+               eval_simulations=args.eval_simulations)
+
+
+def _simulation_counts(text: str) -> tuple[int, ...]:
+    """``"16,50"`` -> ``(16, 50)``; each count >= 1."""
+    try:
+        counts = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}") from None
+    if any(c < 1 for c in counts):
+        raise argparse.ArgumentTypeError(f"simulation counts must be >= 1, got {text!r}")
+    return counts
 
 
 if __name__ == "__main__":
