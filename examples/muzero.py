@@ -171,6 +171,8 @@ def loss_names(config: MuZeroConfig) -> tuple[str, ...]:
     """The loss terms an iteration reports (means over its optimiser steps)."""
     if config.model == "stochastic":
         return LOSS_NAMES + STOCHASTIC_LOSS_NAMES
+    if config.consistency_weight > 0:
+        return (*LOSS_NAMES, "consistency_loss")
     return LOSS_NAMES
 
 
@@ -182,11 +184,15 @@ def sample_batch(config: MuZeroConfig, model: selfplay.LearnedModel, buffer, key
     (``--model stochastic``); with ``--reanalyse-fraction`` its first rows' targets
     made anew by ``model``'s search with ``search_params``; with
     ``--symmetry-augment`` each row under a random symmetry of the board."""
-    # The same arguments: the stochastic sampler only adds the windows' observations.
-    sample = stochastic_training.sample if config.model == "stochastic" else replay.sample
-    batch = sample(buffer, jax.random.fold_in(key, step), config.train_batch_size,
-                   config.unroll_steps, config.td_steps, config.signed_discount,
-                   config.priority_alpha)
+    if config.model == "stochastic":
+        batch = stochastic_training.sample(
+            buffer, jax.random.fold_in(key, step), config.train_batch_size,
+            config.unroll_steps, config.td_steps, config.signed_discount, config.priority_alpha)
+    else:
+        batch = replay.sample(buffer, jax.random.fold_in(key, step), config.train_batch_size,
+                              config.unroll_steps, config.td_steps, config.signed_discount,
+                              config.priority_alpha,
+                              next_observations=config.consistency_weight > 0)
     if config.reanalyse_fraction > 0:
         # With n at least a game's length the value target is the game's return: no
         # search can change it. 2048's games are longer than any n.

@@ -127,6 +127,12 @@ class MuZeroConfig:
         reflections of the board, drawn per row (start observation, every
         action of the unroll and its policy targets together;
         jaxpuct.muzero.symmetry); tic_tac_toe only.
+      consistency_weight: weight of EfficientZero's temporal-consistency loss
+        (Ye et al. 2021; jaxpuct.muzero.training.consistency_loss: each unrolled
+        latent pulled towards the representation of the real next observation;
+        EfficientZero's weight is 2); 0: none. Model muzero.
+      projection_size: width of the projector and predictor that loss trains
+        (unused at consistency_weight 0).
     """
 
     game: str = _choice("tic_tac_toe", GAMES)
@@ -164,6 +170,8 @@ class MuZeroConfig:
     target_update_every: int = _at_least(0, 0)
     minmax_bounds: str = _choice("node", ("node", "tree"))
     symmetry_augment: bool = False
+    consistency_weight: float = _at_least(0.0, 0.0)
+    projection_size: int = _at_least(128, 1)
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -210,7 +218,8 @@ class MuZeroConfig:
             ("network_kind", self.network_kind != "mlp", "mlp"),
             ("symmetry_augment", self.symmetry_augment, "False"),
             ("num_codes", self.chance_codes == "true" and self.num_codes != 32,
-             "32, the 2048 spawn outcomes, with chance_codes 'true'"))
+             "32, the 2048 spawn outcomes, with chance_codes 'true'"),
+            ("consistency_weight", self.consistency_weight > 0, "0"))
         for name, refused, supported in refusals:
             if refused:
                 raise ValueError(f"MuZeroConfig.{name} {getattr(self, name)!r} is not supported "
@@ -225,7 +234,8 @@ class MuZeroConfig:
                              hidden=tuple(self.hidden), latent_size=self.latent_size,
                              channels=self.channels, num_blocks=self.num_blocks,
                              value_support=self.value_support or None,
-                             reward_support=self.reward_support or None)
+                             reward_support=self.reward_support or None,
+                             projection=self.projection_size if self.consistency_weight else 0)
 
     @property
     def zero_sum(self) -> bool:
@@ -254,7 +264,8 @@ class MuZeroConfig:
         return LossConfig(value_weight=self.value_weight, learning_rate=self.learning_rate,
                           weight_decay=self.weight_decay, lr_schedule=self.lr_schedule,
                           lr_decay_steps=self.lr_decay_steps,
-                          lr_final_fraction=self.lr_final_fraction)
+                          lr_final_fraction=self.lr_final_fraction,
+                          consistency_weight=self.consistency_weight)
 
     @property
     def stochastic_loss(self) -> StochasticLossConfig:

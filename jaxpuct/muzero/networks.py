@@ -64,8 +64,8 @@ from jaxpuct.alphazero.networks import ResidualBlock
 from jaxpuct.muzero.value_transform import Support, logits_to_scalar
 from jaxpuct.sampled import DiscreteActions, GaussianActions
 
-__all__ = ["MuZeroNetwork", "NetworkConfig", "Trunk", "action_planes", "head_scalar",
-           "init_network", "init_split", "scale_latent"]
+__all__ = ["ConsistencyHeads", "MuZeroNetwork", "NetworkConfig", "Trunk", "action_planes",
+           "head_scalar", "init_network", "init_split", "scale_latent"]
 
 Kind = Literal["mlp", "resnet"]
 
@@ -87,6 +87,9 @@ class NetworkConfig:
       latent_epsilon: smallest denominator of the latent's min-max scaling.
       action_scale: ``c`` of a continuous space's box ``[-c, c]`` (module
         docstring), or ``None`` (unbounded); unused by discrete actions.
+      projection: ``P``, width of the self-supervised consistency heads
+        (EfficientZero's projector and predictor, :meth:`MuZeroNetwork.project`);
+        0: no such heads (the default; the parameters are MuZero's alone).
     """
 
     kind: Kind = "mlp"
@@ -98,6 +101,7 @@ class NetworkConfig:
     reward_support: int | None = None
     latent_epsilon: float = 1e-5
     action_scale: float | None = None
+    projection: int = 0
 
     def __post_init__(self):
         if self.kind not in ("mlp", "resnet"):
@@ -121,6 +125,9 @@ class NetworkConfig:
         if self.action_scale is not None and not self.action_scale > 0:
             raise ValueError(f"NetworkConfig.action_scale must be > 0 or None, got "
                              f"{self.action_scale!r}.")
+        if not isinstance(self.projection, int) or self.projection < 0:
+            raise ValueError(f"NetworkConfig.projection must be an int >= 0, got "
+                             f"{self.projection!r}.")
 
     @property
     def value(self) -> Support | None:
@@ -205,6 +212,32 @@ class Trunk(nnx.Module):
         return x
 
 
+class ConsistencyHeads(nnx.Module):
+    """EfficientZero's projector and predictor (Ye et al. 2021, "Mastering Atari
+    Games with Limited Data", the self-supervised consistency of SimSiam, Chen and
+    He 2021), with LayerNorm where they use BatchNorm (module docstring):
+
+    * projector: ``[B, F] -> [B, P]``, dense + LayerNorm + ReLU, then dense +
+      LayerNorm (the flattened latent in, ``F`` its features);
+    * predictor: ``[B, P] -> [B, P]``, dense to ``P // 2`` + LayerNorm + ReLU,
+      then dense (applied to the dynamics' branch only).
+    """
+
+    def __init__(self, in_features: int, width: int, *, rngs: nnx.Rngs):
+        self.proj_hidden = Trunk(in_features, (width,), rngs=rngs)
+        self.proj_out = nnx.Linear(width, width, rngs=rngs)
+        self.proj_norm = nnx.LayerNorm(width, rngs=rngs)
+        self.pred_hidden = Trunk(width, (max(width // 2, 1),), rngs=rngs)
+        self.pred_out = nnx.Linear(max(width // 2, 1), width, rngs=rngs)
+
+    def project(self, latent: jax.Array) -> jax.Array:
+        flat = latent.reshape(latent.shape[0], -1)
+        return self.proj_norm(self.proj_out(self.proj_hidden(flat)))
+
+    def predict(self, projection: jax.Array) -> jax.Array:
+        return self.pred_out(self.pred_hidden(projection))
+
+
 class _ConvHead(nnx.Module):
     """1x1 conv, LayerNorm over the flattened board, ReLU, then (with ``hidden``) a
     dense ReLU layer, then dense to ``out``: ``[B, H, W, C] -> [B, out]``."""
@@ -260,6 +293,8 @@ class MuZeroNetwork(nnx.Module):
       (``action [B, D]`` float when continuous);
     * ``predict(latent) -> (policy logits [B, A], value)`` (the Gaussian's
       parameters ``[B, 2D]`` when continuous);
+    * ``project(latent, predictor=False) -> [B, P]``: the consistency heads
+      (``NetworkConfig.projection > 0`` only);
 
     ``action_space`` is the ``jaxpuct.sampled`` space the policy head is read in
     (``DiscreteActions(A)`` or the ``GaussianActions`` given).
@@ -297,6 +332,7 @@ class MuZeroNetwork(nnx.Module):
             self.pred_trunk = Trunk(config.latent_size, hidden, rngs=rngs)
             self.policy_out = nnx.Linear(hidden[-1], policy_width, rngs=rngs)
             self.value_out = nnx.Linear(hidden[-1], value_width, rngs=rngs)
+            self.consistency = self._consistency_heads(config.latent_size, rngs)
             return
         if len(obs_shape) != 3:
             raise ValueError(f"a 'resnet' network needs obs_shape (H, W, C), got {obs_shape!r}.")
@@ -313,6 +349,23 @@ class MuZeroNetwork(nnx.Module):
         self.policy_head = _ConvHead(cells, channels, 2, self.num_actions, None, rngs=rngs)
         self.value_head = _ConvHead(cells, channels, 1, value_width, config.hidden[0],
                                     rngs=rngs)
+        self.consistency = self._consistency_heads(cells * channels, rngs)
+
+    def _consistency_heads(self, latent_features: int, rngs: nnx.Rngs
+                           ) -> ConsistencyHeads | None:
+        width = self.config.projection
+        return ConsistencyHeads(latent_features, width, rngs=rngs) if width else None
+
+    def project(self, latent: jax.Array, predictor: bool = False) -> jax.Array:
+        """The consistency heads on ``latent [B, ...]``: the projection ``[B, P]``
+        (the target branch of :func:`.training.consistency_loss`), and with
+        ``predictor`` the predictor on it (the dynamics' branch). Needs
+        ``NetworkConfig.projection > 0``."""
+        if self.consistency is None:
+            raise ValueError("MuZeroNetwork.project needs consistency heads: "
+                             "NetworkConfig.projection must be > 0, got 0.")
+        projection = self.consistency.project(latent)
+        return self.consistency.predict(projection) if predictor else projection
 
     def represent(self, obs: jax.Array) -> jax.Array:
         flat_match = (self.config.kind == "mlp"

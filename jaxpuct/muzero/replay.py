@@ -116,6 +116,11 @@ class Batch(NamedTuple):
       targets: :class:`.targets.UnrollTargets`.
       weights: ``[B]`` float32 importance weights (1 when uniform).
       index: ``[B]`` int32 start rows (for :func:`update_priorities`).
+      next_obs: ``[B, K, ...]`` the observations ``o_{t+1} .. o_{t+K}`` at the
+        window's next rows (:func:`sample` with ``next_observations``; the
+        targets of the consistency loss), or ``None``. Row ``k - 1`` is an
+        observation of the start row's episode only where
+        ``targets.policy_mask[:, k]``.
     """
 
     obs: jax.Array
@@ -124,6 +129,7 @@ class Batch(NamedTuple):
     weights: jax.Array
     # Shadows tuple.index on purpose: the name is the sampled rows' index.
     index: jax.Array  # pyright: ignore[reportIncompatibleMethodOverride]
+    next_obs: jax.Array | None = None
 
 
 def empty_buffer(size: int, obs_shape: tuple[int, ...], obs_dtype, num_actions: int,
@@ -306,7 +312,8 @@ def window_rows(buffer: TrajectoryBuffer, start: jax.Array, unroll_steps: int,
 
 
 def sample(buffer: TrajectoryBuffer, rng: jax.Array, batch_size: int, unroll_steps: int,
-           td_steps: int, discount: float, alpha: float = 0.0, beta: float = 1.0) -> Batch:
+           td_steps: int, discount: float, alpha: float = 0.0, beta: float = 1.0,
+           next_observations: bool = False) -> Batch:
     """``batch_size`` start rows and the windows of their unrolls.
 
     Args:
@@ -318,6 +325,8 @@ def sample(buffer: TrajectoryBuffer, rng: jax.Array, batch_size: int, unroll_ste
       discount: signed ``d`` (``-gamma`` for two players taking turns).
       alpha: prioritisation exponent; 0 samples uniformly (static).
       beta: importance-weight exponent (used when ``alpha > 0``).
+      next_observations: also gather ``Batch.next_obs``, the observations of the
+        window's next ``K`` rows (static).
 
     Returns:
       :class:`Batch`.
@@ -351,8 +360,9 @@ def sample(buffer: TrajectoryBuffer, rng: jax.Array, batch_size: int, unroll_ste
     inside = targets.policy_mask[:, :unroll_steps].reshape(
         batch_size, unroll_steps, *(1,) * (stored.ndim - 2))
     actions = jnp.where(inside, stored, random_actions).astype(buffer.action.dtype)
+    next_obs = buffer.obs[index[:, 1:unroll_steps + 1]] if next_observations else None
     return Batch(obs=buffer.obs[start], actions=actions, targets=targets,
-                 weights=weights, index=start.astype(jnp.int32))
+                 weights=weights, index=start.astype(jnp.int32), next_obs=next_obs)
 
 
 def window_targets(buffer: TrajectoryBuffer, index: jax.Array, filled: jax.Array,

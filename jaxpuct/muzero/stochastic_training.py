@@ -300,7 +300,8 @@ def sample(buffer: replay.TrajectoryBuffer, rng: jax.Array, batch_size: int,
     """:func:`.replay.sample` (same arguments) with the observations ``[B, K + 1,
     ...]`` of each window's first ``K + 1`` rows."""
     batch = replay.sample(buffer, rng, batch_size, unroll_steps, td_steps, discount,
-                          alpha, beta)
-    rows = (batch.index[:, None] + jnp.arange(unroll_steps + 1)) % buffer.size  # [B, K + 1]
-    return StochasticBatch(observations=buffer.obs[rows], actions=batch.actions,
+                          alpha, beta, next_observations=True)
+    assert batch.next_obs is not None  # asked for above
+    observations = jnp.concatenate([batch.obs[:, None], batch.next_obs], axis=1)
+    return StochasticBatch(observations=observations, actions=batch.actions,
                            targets=batch.targets, weights=batch.weights, index=batch.index)

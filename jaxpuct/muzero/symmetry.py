@@ -60,7 +60,8 @@ def augment_batch(batch: Batch, k: jax.Array) -> Batch:
         :func:`jaxpuct.envs.symmetries.dihedral`: 0 is the identity).
 
     Returns:
-      The batch with ``obs``, ``actions`` and the policy targets moved; values,
+      The batch with ``obs``, ``actions``, the policy targets and ``next_obs``
+      (``[B, K, 18]``, when present) moved; values,
       rewards, masks, weights and ``index`` (the rows, for priorities) unchanged.
     """
     obs, actions, targets = batch.obs, batch.actions, batch.targets
@@ -83,7 +84,13 @@ def augment_batch(batch: Batch, k: jax.Array) -> Batch:
         inside = (ids >= 0) & (ids < 9)
         moved = jnp.take_along_axis(moves[:, None, :], jnp.clip(ids, 0, 8), axis=2)
         targets = targets._replace(policy_actions=jnp.where(inside, moved, ids))
-    return batch._replace(obs=obs, actions=actions, targets=targets)
+    next_obs = batch.next_obs
+    if next_obs is not None:  # the consistency loss's observations move with the row
+        steps = next_obs.shape[1]
+        next_planes = next_obs.reshape(size, steps, 2, 9)
+        next_obs = jnp.take_along_axis(next_planes, cells[:, None, None, :], axis=3
+                                       ).reshape(size, steps, 18)
+    return batch._replace(obs=obs, actions=actions, targets=targets, next_obs=next_obs)
 
 
 def random_augment(batch: Batch, key: jax.Array) -> Batch:

@@ -23,7 +23,14 @@ and each step's predictions are trained on :mod:`.targets`::
   whatever ``K``;
 * ``c_v = value_weight``: 0.25 in the paper's Reanalyse runs, muzero-general and
   LightZero (the paper's board games use 1);
-* each sample's loss is multiplied by its importance weight (prioritised replay).
+* each sample's loss is multiplied by its importance weight (prioritised replay);
+* optionally (``consistency_weight = c_s > 0``) EfficientZero's temporal
+  consistency (Ye et al. 2021, "Mastering Atari Games with Limited Data"): each
+  unrolled latent ``s_k``, through the projector and the predictor, is pulled
+  towards the projection of the representation of the real observation,
+  ``h(o_{t+k})``, with that target's gradient stopped (SimSiam, Chen and He
+  2021), by the negative cosine similarity ``l_s``; the term ``c_s w_k l_s`` for
+  ``k >= 1`` where ``o_{t+k}`` is in the episode (:func:`consistency_loss`).
 
 The L2 term ``1e-4 ||theta||^2`` is applied by the optimiser as coupled weight
 decay on the kernels, with :func:`jaxpuct.alphazero.training.decay_mask` (the
@@ -47,9 +54,9 @@ from jaxpuct.muzero.value_transform import Support, scalar_to_two_hot
 from jaxpuct.sampled import DiscreteActions, GaussianActions
 from jaxpuct.sampled_loss import sampled_policy_loss
 
-__all__ = ["LR_SCHEDULES", "LossConfig", "Predictions", "head_loss", "make_optimizer",
-           "policy_loss", "polyak_average", "scale_gradient", "train_step", "unroll",
-           "unroll_loss", "update_target"]
+__all__ = ["LR_SCHEDULES", "LossConfig", "Predictions", "consistency_loss", "head_loss",
+           "make_optimizer", "policy_loss", "polyak_average", "scale_gradient", "train_step",
+           "unroll", "unroll_loss", "update_target"]
 
 # Step-size schedules of the optimiser (LossConfig.lr_schedule).
 LR_SCHEDULES = ("constant", "cosine")
@@ -75,6 +82,10 @@ class LossConfig:
         "cosine"; unused by "constant").
       lr_final_fraction: the step size at the end of the decay, as a fraction of
         ``learning_rate``, in [0, 1].
+      consistency_weight: ``c_s`` of the temporal-consistency term (module
+        docstring; EfficientZero's is 2); 0: none (the default). Needs a network
+        with consistency heads (``NetworkConfig.projection > 0``) and batches
+        with ``next_obs``.
     """
 
     policy_weight: float = 1.0
@@ -86,6 +97,7 @@ class LossConfig:
     lr_schedule: str = "constant"
     lr_decay_steps: int = 0
     lr_final_fraction: float = 0.0
+    consistency_weight: float = 0.0
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -111,11 +123,13 @@ class Predictions(NamedTuple):
       value: ``[B, K + 1, V]`` logits (``V = 2n + 1``) or ``[B, K + 1]`` scalars.
       reward: ``[B, K, R]`` logits or ``[B, K]`` scalars; ``reward[:, k - 1]`` is
         the reward of unroll step ``k``.
+      latents: ``[B, K, ...]`` the dynamics' latents ``s_1 .. s_K``.
     """
 
     policy_logits: jax.Array
     value: jax.Array
     reward: jax.Array
+    latents: jax.Array
 
 
 def scale_gradient(x: jax.Array, scale: float) -> jax.Array:
@@ -141,16 +155,34 @@ def unroll(net: MuZeroNetwork, obs: jax.Array, actions: jax.Array,
         model = nnx.merge(graphdef, state)
         reward, nxt = model.dynamics(scale_gradient(carry, dynamics_gradient_scale), action)
         logits, value = model.predict(nxt)
-        return nxt, (logits, value, reward)
+        return nxt, (logits, value, reward, nxt)
 
-    _, (logits, value, reward) = jax.lax.scan(step, latent, jnp.swapaxes(actions, 0, 1),
-                                               unroll=True)
+    _, (logits, value, reward, latents) = jax.lax.scan(
+        step, latent, jnp.swapaxes(actions, 0, 1), unroll=True)
 
     def stack(first, rest):  # [B, ...] and [K, B, ...] -> [B, K + 1, ...]
         return jnp.concatenate([first[:, None], jnp.swapaxes(rest, 0, 1)], axis=1)
 
     return Predictions(policy_logits=stack(logits0, logits), value=stack(value0, value),
-                       reward=jnp.swapaxes(reward, 0, 1))
+                       reward=jnp.swapaxes(reward, 0, 1), latents=jnp.swapaxes(latents, 0, 1))
+
+
+def consistency_loss(net: MuZeroNetwork, latents: jax.Array, next_obs: jax.Array
+                     ) -> jax.Array:
+    """``[B, K]`` negative cosine similarity between the predictor's output on the
+    unrolled latents ``latents [B, K, ...]`` and the projection of ``h`` of the
+    real observations ``next_obs [B, K, ...]``, the latter's gradient stopped
+    (EfficientZero's consistency, module docstring); in ``[-1, 1]``, -1 where the
+    two point the same way. Unmasked: the caller masks the steps past the end."""
+    size, steps = latents.shape[:2]
+    online = net.project(latents.reshape(size * steps, *latents.shape[2:]), predictor=True)
+    observed = next_obs.reshape(size * steps, *next_obs.shape[2:])
+    target = jax.lax.stop_gradient(net.project(net.represent(observed)))
+
+    def unit(x):  # a zero vector stays zero: its similarity with anything is 0
+        return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-8)
+
+    return -jnp.sum(unit(online) * unit(target), axis=-1).reshape(size, steps)
 
 
 def head_loss(out: jax.Array, target: jax.Array, support: Support | None) -> jax.Array:
@@ -207,11 +239,23 @@ def unroll_loss(net: MuZeroNetwork, batch: Batch, config: LossConfig
     reward = reward @ step_weight[1:]
     per_row = (config.policy_weight * policy + config.value_weight * value
                + config.reward_weight * reward)
+    consistency = None
+    if config.consistency_weight > 0:
+        if batch.next_obs is None:
+            raise ValueError("LossConfig.consistency_weight > 0 needs batch.next_obs [B, K, "
+                             "...] (replay.sample(..., next_observations=True)), got None.")
+        # o_{t+k} is an observation of the episode where position k is in it.
+        inside = targets.policy_mask[:, 1:].astype(jnp.float32)  # [B, K]
+        consistency = (consistency_loss(net, preds.latents, batch.next_obs) * inside
+                       ) @ step_weight[1:]
+        per_row = per_row + config.consistency_weight * consistency
     loss = jnp.mean(batch.weights * per_row)
     v0 = head_scalar(preds.value[:, 0], net.config.value)
     metrics = {"loss": loss, "policy_loss": jnp.mean(policy), "value_loss": jnp.mean(value),
                "reward_loss": jnp.mean(reward),
                "priority": jax.lax.stop_gradient(jnp.abs(v0 - targets.value[:, 0]))}
+    if consistency is not None:
+        metrics["consistency_loss"] = jnp.mean(consistency)
     return loss, metrics
 
 
