@@ -39,7 +39,8 @@ same way and, every ``--eval-every`` iterations, plays ``--eval-games`` games of
 the greedy search at ``--eval-simulations`` against OpenSpiel's MCTSBot with
 ``--opponent-simulations`` (:mod:`jaxpuct.alphazero.arena`; the time they take
 is not counted in ``--max-minutes``). ``--run-dir`` takes the directory's lock
-(:mod:`jaxpuct.alphazero.rundir`), writes ``metrics.jsonl`` and, every
+(:mod:`jaxpuct.alphazero.rundir`), writes ``metrics.jsonl`` (and
+``metrics.png`` after every evaluation, :mod:`examples.muzero_plot`) and, every
 ``--checkpoint-every`` iterations and at the end, the whole state (network,
 optimiser, replay buffer, iteration, key) with
 :mod:`jaxpuct.alphazero.checkpoints` (orbax, verified by SHA-256);
@@ -366,6 +367,16 @@ def network_agent(run_dir: str, step: int | None = None, num_simulations: int | 
     return agent, config.game, description
 
 
+def _redraw(run_dir: str, log) -> None:
+    """``metrics.png`` of the run so far (:mod:`examples.muzero_plot`); a run
+    without matplotlib goes on without it."""
+    try:
+        from examples import muzero_plot
+        muzero_plot.plot(run_dir)
+    except ImportError as err:
+        log(f"metrics.png not drawn: {err}")
+
+
 def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=print,
         eval_every: int = 10, checkpoint_every: int = 0, resume: bool = False,
         max_minutes: float = 0.0, eval_games: int = 64, eval_simulations: int = 256,
@@ -463,6 +474,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
             if run_dir is not None:
                 with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
                     f.write(json.dumps(row) + "\n")
+                if evaluate:
+                    _redraw(run_dir, log)
                 if (checkpoint_every and iteration % checkpoint_every == 0) or (
                         iteration == iterations) or out_of_time:
                     checkpoints.save_checkpoint(run_dir, TrainState(

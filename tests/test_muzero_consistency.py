@@ -2,7 +2,7 @@
 (``jaxpuct.muzero.training.consistency_loss``): the term against a NumPy
 recomputation, its masks and its stopped gradient, the sampler's next
 observations, symmetry moving them with the row, the refusals, and the example
-running with it."""
+running with it (and redrawing its metrics.png)."""
 
 from __future__ import annotations
 
@@ -187,4 +187,7 @@ def test_the_example_trains_with_the_term_and_reports_it(tmp_path, capsys):
             (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert np.isfinite(rows[-1]["consistency_loss"])
     assert -1.0 <= rows[-1]["consistency_loss"] <= 1.0
+    # The run's evaluation redrew its metrics.png.
+    assert (tmp_path / "run" / "metrics.png").stat().st_size > 1000
     capsys.readouterr()
+
