@@ -236,25 +236,13 @@ def main(argv: list[str] | None = None) -> dict:
     config_lib.add_arguments(p, Config)
     p.add_argument("--iterations", type=int, default=40)
     p.add_argument("--eval-every", type=int, default=5)
-    p.add_argument("--eval-simulations", type=_simulation_counts, default=(),
+    p.add_argument("--extra-eval-simulations", type=config_lib.positive_ints, default=(),
                    help="comma-separated simulation counts: each evaluation also plays "
                         "its 64 games at each of them with the same network "
                         "(eval_at_S in the line)")
     args = p.parse_args(argv)
     return run(config_lib.from_namespace(Config, args), args.iterations, args.eval_every,
-               eval_simulations=args.eval_simulations)
-
-
-def _simulation_counts(text: str) -> tuple[int, ...]:
-    """``"16,50"`` -> ``(16, 50)``; each count >= 1."""
-    try:
-        counts = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}") from None
-    if any(c < 1 for c in counts):
-        raise argparse.ArgumentTypeError(f"simulation counts must be >= 1, got {text!r}")
-    return counts
+               eval_simulations=args.extra_eval_simulations)
 
 
 if __name__ == "__main__":

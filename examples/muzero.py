@@ -135,6 +135,10 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
                    help="stop after this many minutes of self-play and training CPU time "
                    "in this process (evaluations not counted; pin the run to one core "
                    "with taskset for a one-core figure; 0: no limit)")
+    p.add_argument("--extra-eval-simulations", type=config_lib.positive_ints, default=(),
+                   help="2048: comma-separated simulation counts at which every evaluation "
+                   "also plays its games with the same network and the same boards "
+                   "(eval_at_S in metrics.jsonl), beside the run's own --num-simulations")
     arena_flags = p.add_argument_group("connect_four: evaluation against OpenSpiel's MCTSBot")
     arena_flags.add_argument("--eval-games", type=int, default=64,
                              help="games per evaluation, half per colour")
@@ -380,10 +384,12 @@ def _redraw(run_dir: str, log) -> None:
 def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=print,
         eval_every: int = 10, checkpoint_every: int = 0, resume: bool = False,
         max_minutes: float = 0.0, eval_games: int = 64, eval_simulations: int = 256,
-        opponent_simulations: int = 1000) -> dict:
+        opponent_simulations: int = 1000, extra_eval_simulations: tuple[int, ...] = ()
+        ) -> dict:
     """Runs ``config`` up to iteration ``iterations`` (or ``max_minutes`` of
     self-play and training in this process); returns the last evaluation's
-    metrics."""
+    metrics. ``extra_eval_simulations``: 2048's evaluation also plays its games
+    at each of these simulation counts (``eval_at_S`` in the row)."""
     lock = None
     if run_dir is not None:
         os.makedirs(run_dir, exist_ok=True)
@@ -462,8 +468,13 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                                                  opponent_simulations))
                 last = row
             elif evaluate and is_2048:
-                row.update(game_2048.evaluate(config, model, agent_params,
-                                              jax.random.fold_in(play_key, 1)))
+                eval_key = jax.random.fold_in(play_key, 1)
+                row.update(game_2048.evaluate(config, model, agent_params, eval_key))
+                # The same games' key again: only the search's simulations differ.
+                for sims in extra_eval_simulations:
+                    row[f"eval_at_{sims}"] = game_2048.evaluate(
+                        dataclasses.replace(config, num_simulations=sims), model,
+                        agent_params, eval_key)
                 last = row
             elif evaluate:
                 row.update(selfplay.evaluate_optimal_moves(config, model, agent_params))
@@ -493,14 +504,18 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser(game_defaults(argv)).parse_args(argv)
+    parser = build_parser(game_defaults(argv))
+    args = parser.parse_args(argv)
+    if args.extra_eval_simulations and args.game != "2048":
+        parser.error(f"--extra-eval-simulations is for game 2048, got game {args.game!r}")
     # A schedule without its horizon decays over this run's --iterations.
     config = config_lib.from_namespace(MuZeroConfig, args).with_decay_over(args.iterations)
     run(config, args.iterations, args.run_dir, eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every, resume=args.resume,
         max_minutes=args.max_minutes, eval_games=args.eval_games,
         eval_simulations=args.eval_simulations,
-        opponent_simulations=args.opponent_simulations)
+        opponent_simulations=args.opponent_simulations,
+        extra_eval_simulations=args.extra_eval_simulations)
     return 0
 
 

@@ -133,3 +133,27 @@ def test_pgx_rules_first_imported_inside_a_trace_do_not_leak_tracers():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, env={"JAX_PLATFORMS": "cpu", **os.environ})
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_example_evaluates_at_extra_simulation_counts_on_the_same_games(tmp_path, capsys):
+    import json
+
+    import pytest
+
+    from examples import muzero as example
+
+    flags = ["--game", "2048", "--batch-size", "2", "--segment-length", "4",
+             "--num-simulations", "2", "--hidden", "8", "--latent-size", "4",
+             "--value-support", "5", "--reward-support", "5", "--train-steps", "1",
+             "--train-batch-size", "4", "--buffer-size", "64", "--iterations", "1",
+             "--eval-every", "0", "--checkpoint-every", "0", "--run-dir", str(tmp_path)]
+    example.main([*flags, "--extra-eval-simulations", "2"])
+    (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    # At the run's own count the extra evaluation is the same 64 games.
+    own = {k: row[k] for k in ("eval_score", "eval_score_se", "eval_median", "eval_moves",
+                               "eval_unfinished")}
+    assert row["eval_at_2"] == own and own["eval_unfinished"] == 0
+    assert (tmp_path / "metrics.png").stat().st_size > 1000
+    with pytest.raises(SystemExit):
+        example.main(["--game", "tic_tac_toe", "--extra-eval-simulations", "8"])
+    assert "--extra-eval-simulations is for game 2048" in capsys.readouterr().err

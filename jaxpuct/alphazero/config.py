@@ -342,22 +342,25 @@ def docstring_attributes(cls) -> dict[str, str]:
     return out
 
 
+def positive_ints(text: str) -> tuple[int, ...]:
+    """An argparse type: ``"128,128"`` -> ``(128, 128)``, every entry >= 1
+    (``ArgumentTypeError`` naming the text otherwise)."""
+    try:
+        values = tuple(int(w) for w in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers like 128,128, got {text!r}") from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
 def _arg_type(base: type, field: dataclasses.Field):
     """An argparse type that checks the field's bounds and names the expectation."""
     minimum = field.metadata.get("minimum")
     positive = field.metadata.get("positive")
     if base is tuple:
-        def parse_tuple(text: str) -> tuple[int, ...]:
-            try:
-                widths = tuple(int(w) for w in text.split(","))
-            except ValueError:
-                raise argparse.ArgumentTypeError(
-                    f"expected comma-separated positive integers like 128,128, "
-                    f"got {text!r}") from None
-            if min(widths) < 1:
-                raise argparse.ArgumentTypeError(f"widths must be positive, got {text!r}")
-            return widths
-        return parse_tuple
+        return positive_ints
     if positive:
         what = "a positive number"
     elif minimum == 1:
