@@ -308,11 +308,14 @@ def initial_state(config: MuZeroConfig) -> tuple[Any, Any, TrainState]:
     checkpoint is restored into)."""
     init_key, key = jax.random.split(jax.random.key(config.seed))
     obs_shape, obs_dtype = observation_spec(config)
+    # The buffer keeps 2048's board flat; a ResNet reads it as planes.
+    net_shape = (game_2048.BOARD_SHAPE if config.game == "2048" and
+                 config.network_kind == "resnet" else obs_shape)
     if config.model == "stochastic":
         graphdef, params = init_stochastic_network(config.network, config.num_actions,
-                                                   config.num_codes, obs_shape, init_key)
+                                                   config.num_codes, net_shape, init_key)
     else:
-        graphdef, params = init_network(config.network, config.num_actions, obs_shape,
+        graphdef, params = init_network(config.network, config.num_actions, net_shape,
                                         init_key)
     optimizer = _optimizer(config.loss)
     boards_key, key = jax.random.split(key)

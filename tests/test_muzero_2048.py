@@ -14,6 +14,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxpuct.envs import pgx_2048
 from jaxpuct.muzero import game_2048, replay
@@ -138,8 +139,6 @@ def test_pgx_rules_first_imported_inside_a_trace_do_not_leak_tracers():
 def test_the_example_evaluates_at_extra_simulation_counts_on_the_same_games(tmp_path, capsys):
     import json
 
-    import pytest
-
     from examples import muzero as example
 
     flags = ["--game", "2048", "--batch-size", "2", "--segment-length", "4",
@@ -157,3 +156,43 @@ def test_the_example_evaluates_at_extra_simulation_counts_on_the_same_games(tmp_
     with pytest.raises(SystemExit):
         example.main(["--game", "tic_tac_toe", "--extra-eval-simulations", "8"])
     assert "--extra-eval-simulations is for game 2048" in capsys.readouterr().err
+
+
+def test_a_resnet_reads_the_flat_board_as_planes_of_exponents():
+    """2048 with ``--network-kind resnet`` (both models): the buffer keeps the
+    one-hot board flat, the networks read it as ``[4, 4, 18]`` planes, row-major,
+    so a flat observation and the same one reshaped give the same latent."""
+    from flax import nnx
+
+    from examples import muzero as example
+    from jaxpuct.muzero import networks
+    from jaxpuct.muzero import stochastic_networks as snet
+
+    boards = jnp.array([[1, 0, 0, 2, 0, 3, 0, 0, 0, 0, 4, 0, 0, 0, 0, 11],
+                        [0] * 15 + [1]], jnp.int32)
+    flat = game_2048.observe(boards)  # [2, 288]
+    planes = flat.reshape(2, *game_2048.BOARD_SHAPE)
+    # The plane of cell (r, c) is one-hot at the cell's exponent.
+    np.testing.assert_array_equal(np.argmax(np.asarray(planes), -1),
+                                  np.asarray(boards).reshape(2, 4, 4))
+    config = networks.NetworkConfig(kind="resnet", hidden=(8,), channels=4, num_blocks=1,
+                                    value_support=3, reward_support=3)
+    nets = [networks.MuZeroNetwork(config, 4, game_2048.BOARD_SHAPE, rngs=nnx.Rngs(0)),
+            snet.StochasticMuZeroNetwork(config, 4, 8, game_2048.BOARD_SHAPE,
+                                         rngs=nnx.Rngs(0))]
+    for net in nets:
+        np.testing.assert_array_equal(net.represent(flat), net.represent(planes))
+        assert net.represent(flat).shape == (2, 4, 4, 4)
+        with pytest.raises(ValueError, match="expected observations"):
+            net.represent(flat[:, :-1])
+    for model in ("muzero", "stochastic"):
+        run = MuZeroConfig(game="2048", model=model, network_kind="resnet", channels=4,
+                           num_blocks=1, hidden=(8,), value_support=3, reward_support=3,
+                           buffer_size=32, batch_size=2)
+        graphdef, _, ts = example.initial_state(run)
+        assert ts.buffer.obs.shape == (32, *game_2048.OBS_SHAPE)  # stored flat
+        root = jax.eval_shape(lambda p: example.make_model(run, graphdef).root(  # noqa: B023
+            p, jnp.zeros((2, *game_2048.OBS_SHAPE), jnp.bool_)), ts.params)
+        assert root.prior_logits.shape == (2, 4)
+    with pytest.raises(ValueError, match="network_kind"):
+        MuZeroConfig(game="tic_tac_toe", network_kind="resnet")

@@ -58,8 +58,7 @@ class MuZeroConfig:
         learned chance codes, jaxpuct.muzero.stochastic_networks; searched by
         stochastic_policy with --policy alphazero, stochastic_gumbel_policy with
         --policy gumbel; trained by stochastic_training). stochastic: game 2048,
-        network_kind mlp, policy gumbel or alphazero, no symmetry
-        augmentation.
+        policy gumbel or alphazero, no symmetry augmentation.
       num_codes: C, the chance codes of the stochastic model (32, the paper's
         for 2048); unused by muzero.
       chance_codes: learned (the chance encoder's codes, the paper's) or true
@@ -74,8 +73,9 @@ class MuZeroConfig:
       num_samples: K, actions sampled at each node by the sampled policy (at most
         the game's actions, 9 for tic-tac-toe); unused by the others.
       network_kind: mlp (dense layers on the flattened observation) or resnet
-        (convolutional towers over the board, latent [H, W, channels]; board
-        games with [H, W, C] observations: connect_four).
+        (convolutional towers over the board, latent [H, W, channels]: connect
+        four's [6, 7, 2] planes; 2048's board read as [4, 4, 18], one plane per
+        tile exponent, as LightZero reads it).
       hidden: widths of each MLP function's dense layers (resnet: the hidden
         layer of the value and reward heads, first entry).
       latent_size: features of an MLP latent state.
@@ -203,9 +203,10 @@ class MuZeroConfig:
             check_game(self.game)
         if self.model == "stochastic":
             self._check_stochastic()
-        if self.network_kind == "resnet" and self.game != "connect_four":
-            raise ValueError(f"MuZeroConfig.network_kind 'resnet' needs a board observation "
-                             f"[H, W, C] (game connect_four), got game {self.game!r}.")
+        if self.network_kind == "resnet" and self.game == "tic_tac_toe":
+            raise ValueError("MuZeroConfig.network_kind 'resnet' needs a board observation "
+                             "[H, W, C] (games connect_four and 2048), got game "
+                             "'tic_tac_toe'.")
 
     def _check_stochastic(self) -> None:
         """Refuses what the stochastic model's loop does not do (yet), naming the
@@ -215,7 +216,6 @@ class MuZeroConfig:
         refusals = (
             ("game", self.game != "2048", "2048"),
             ("policy", self.policy not in ("gumbel", "alphazero"), "gumbel or alphazero"),
-            ("network_kind", self.network_kind != "mlp", "mlp"),
             ("symmetry_augment", self.symmetry_augment, "False"),
             ("num_codes", self.chance_codes == "true" and self.num_codes != 32,
              "32, the 2048 spawn outcomes, with chance_codes 'true'"),

@@ -50,6 +50,8 @@ __all__ = ["BoardSearch", "BoardValue", "Boards", "Segment", "evaluate", "evalua
 
 NUM_EXPONENTS = 18
 OBS_SHAPE = (pgx_2048.NUM_CELLS * NUM_EXPONENTS,)
+# The same one-hot read as a board of planes, one per exponent (a ResNet's input).
+BOARD_SHAPE = (4, 4, NUM_EXPONENTS)
 NUM_ACTIONS = pgx_2048.NUM_ACTIONS
 
 

@@ -368,16 +368,16 @@ class MuZeroNetwork(nnx.Module):
         return self.consistency.predict(projection) if predictor else projection
 
     def represent(self, obs: jax.Array) -> jax.Array:
-        flat_match = (self.config.kind == "mlp"
-                      and math.prod(obs.shape[1:]) == math.prod(self.obs_shape))
-        if tuple(obs.shape[1:]) != self.obs_shape and not flat_match:
+        # Any observation of obs_shape's size is read in row-major order: flattened
+        # by the MLP, as [H, W, C] by the ResNet (2048 stores its board flat).
+        if math.prod(obs.shape[1:]) != math.prod(self.obs_shape):
             raise ValueError(f"expected observations [B, {', '.join(map(str, self.obs_shape))}],"
                              f" got shape {tuple(obs.shape)}.")
         x = obs.astype(jnp.float32)
         if self.config.kind == "mlp":
             latent = self.repr_out(self.repr_trunk(x.reshape(x.shape[0], -1)))
         else:
-            latent = self.repr_tower(x)
+            latent = self.repr_tower(x.reshape(x.shape[0], *self.obs_shape))
         return scale_latent(latent, self.config.latent_epsilon)
 
     @property

@@ -179,16 +179,15 @@ class StochasticMuZeroNetwork(nnx.Module):
         return self.config.kind == "resnet"
 
     def _input(self, obs: jax.Array, name: str) -> jax.Array:
-        """``obs`` as float32: ``[B, F]`` flattened (MLP), ``[B, H, W, C_obs]`` (ResNet)."""
-        if self.resnet:
-            if tuple(obs.shape[1:]) != self.obs_shape:
-                raise ValueError(f"expected {name} [B, {', '.join(map(str, self.obs_shape))}],"
-                                 f" got shape {tuple(obs.shape)}.")
-            return obs.astype(jnp.float32)
+        """``obs`` (any shape of ``obs_shape``'s size) as float32: ``[B, F]``
+        flattened (MLP), ``[B, H, W, C_obs]`` (ResNet)."""
         if math.prod(obs.shape[1:]) != math.prod(self.obs_shape):
             raise ValueError(f"expected {name} [B, {', '.join(map(str, self.obs_shape))}], "
                              f"got shape {tuple(obs.shape)}.")
-        return obs.astype(jnp.float32).reshape(obs.shape[0], -1)
+        x = obs.astype(jnp.float32)
+        # Row-major either way: 2048 stores its board flat for both kinds.
+        return x.reshape(x.shape[0], *self.obs_shape) if self.resnet else x.reshape(
+            x.shape[0], -1)
 
     def represent(self, obs: jax.Array) -> jax.Array:
         x = self._input(obs, "observations")
