@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 from typing import Any
 
 from benchmarks.compare_mctx import SEARCH_HEADERS, Table, _search_table_row, machine_info
+from jaxpuct.alphazero.rundir import read_json_lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,16 +55,7 @@ HEADINGS = tuple(f"## {p.title}" for p in PARTS)
 
 def read_rows(path: str) -> list[dict[str, Any]]:
     """The JSON lines of ``path`` (none if it is missing; a torn last line skipped)."""
-    rows = []
-    if not os.path.exists(path):
-        return rows
-    with open(path) as f:
-        for line in f:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
+    return read_json_lines(path)
 
 
 def read_status(path: str) -> dict[str, str]:

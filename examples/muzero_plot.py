@@ -16,9 +16,10 @@ lost against minimax.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+
+from jaxpuct.alphazero.rundir import read_json_lines
 
 # The 95% t quantile for 63 degrees of freedom (64 evaluation games).
 T_63 = 1.998
@@ -28,14 +29,7 @@ LOSS_PREFIXES = ("loss", "policy_loss", "value_loss", "reward_loss", "afterstate
 
 def read_metrics(run_dir: str) -> list[dict]:
     """The rows of ``run_dir/metrics.jsonl`` (a torn last line is skipped)."""
-    rows = []
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
+    return read_json_lines(os.path.join(run_dir, "metrics.jsonl"))
 
 
 def plot(run_dir: str, rows: list[dict] | None = None) -> str:

@@ -22,6 +22,9 @@ systems where ``flock`` is a no-op), a holder on this host whose process still
 runs (same pid and start time) is refused as well.
 
 POSIX only (``fcntl``).
+
+:func:`read_json_lines` reads what a run appends (``metrics.jsonl``), skipping a
+line torn by a process killed in mid-write.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ import os
 import socket
 import sys
 import tempfile
+from typing import Any
 
-__all__ = ["LOCK_FILE", "Holder", "RunDirInUse", "RunDirLock", "acquire", "unwritable"]
+__all__ = ["LOCK_FILE", "Holder", "RunDirInUse", "RunDirLock", "acquire", "read_json_lines",
+           "unwritable"]
 
 LOCK_FILE = ".lock"
 
@@ -213,3 +218,18 @@ def unwritable(directory: str) -> str | None:
     except OSError as err:
         return str(err.strerror or err)
     return None
+
+
+def read_json_lines(path: str) -> list[dict[str, Any]]:
+    """The JSON objects of the lines of ``path``, in order: none if the file is
+    missing; a line that does not parse (torn by a killed writer) is skipped."""
+    rows: list[dict[str, Any]] = []
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
