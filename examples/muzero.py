@@ -136,9 +136,11 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
                    "in this process (evaluations not counted; pin the run to one core "
                    "with taskset for a one-core figure; 0: no limit)")
     p.add_argument("--extra-eval-simulations", type=config_lib.positive_ints, default=(),
-                   help="2048: comma-separated simulation counts at which every evaluation "
-                   "also plays its games with the same network and the same boards "
-                   "(eval_at_S in metrics.jsonl), beside the run's own --num-simulations")
+                   help="2048 and tic_tac_toe: comma-separated simulation counts at which "
+                   "every evaluation is also made with the same network (2048: the same "
+                   "boards; tic-tac-toe: optimal moves, lines lost, games against minimax "
+                   "and random), under eval_at_S in metrics.jsonl, beside the run's own "
+                   "--num-simulations")
     arena_flags = p.add_argument_group("connect_four: evaluation against OpenSpiel's MCTSBot")
     arena_flags.add_argument("--eval-games", type=int, default=64,
                              help="games per evaluation, half per colour")
@@ -391,8 +393,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
         ) -> dict:
     """Runs ``config`` up to iteration ``iterations`` (or ``max_minutes`` of
     self-play and training in this process); returns the last evaluation's
-    metrics. ``extra_eval_simulations``: 2048's evaluation also plays its games
-    at each of these simulation counts (``eval_at_S`` in the row)."""
+    metrics. ``extra_eval_simulations``: 2048's and tic-tac-toe's evaluations
+    are also made at each of these simulation counts (``eval_at_S`` in the row)."""
     lock = None
     if run_dir is not None:
         os.makedirs(run_dir, exist_ok=True)
@@ -480,9 +482,14 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                         agent_params, eval_key)
                 last = row
             elif evaluate:
+                eval_key = jax.random.fold_in(play_key, 1)
                 row.update(selfplay.evaluate_optimal_moves(config, model, agent_params))
-                row.update(selfplay.evaluate_games(config, model, agent_params,
-                                                   jax.random.fold_in(play_key, 1)))
+                row.update(selfplay.evaluate_games(config, model, agent_params, eval_key))
+                for sims in extra_eval_simulations:
+                    deeper = dataclasses.replace(config, num_simulations=sims)
+                    row[f"eval_at_{sims}"] = {
+                        **selfplay.evaluate_optimal_moves(deeper, model, agent_params),
+                        **selfplay.evaluate_games(deeper, model, agent_params, eval_key)}
                 last = row
             log(json.dumps(row))
             if run_dir is not None:
@@ -509,8 +516,9 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(game_defaults(argv))
     args = parser.parse_args(argv)
-    if args.extra_eval_simulations and args.game != "2048":
-        parser.error(f"--extra-eval-simulations is for game 2048, got game {args.game!r}")
+    if args.extra_eval_simulations and args.game == "connect_four":
+        parser.error("--extra-eval-simulations is for games 2048 and tic_tac_toe; connect_four "
+                     "evaluates at --eval-simulations")
     # A schedule without its horizon decays over this run's --iterations.
     config = config_lib.from_namespace(MuZeroConfig, args).with_decay_over(args.iterations)
     run(config, args.iterations, args.run_dir, eval_every=args.eval_every,

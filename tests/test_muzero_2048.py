@@ -154,8 +154,8 @@ def test_the_example_evaluates_at_extra_simulation_counts_on_the_same_games(tmp_
     assert row["eval_at_2"] == own and own["eval_unfinished"] == 0
     assert (tmp_path / "metrics.png").stat().st_size > 1000
     with pytest.raises(SystemExit):
-        example.main(["--game", "tic_tac_toe", "--extra-eval-simulations", "8"])
-    assert "--extra-eval-simulations is for game 2048" in capsys.readouterr().err
+        example.main(["--game", "connect_four", "--extra-eval-simulations", "8"])
+    assert "--extra-eval-simulations is for games 2048 and tic_tac_toe" in capsys.readouterr().err
 
 
 def test_a_resnet_reads_the_flat_board_as_planes_of_exponents():

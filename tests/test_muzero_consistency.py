@@ -182,11 +182,14 @@ def test_the_example_trains_with_the_term_and_reports_it(tmp_path, capsys):
                   "--train-steps", "2", "--train-batch-size", "4", "--buffer-size", "64",
                   "--consistency-weight", "2", "--projection-size", "4",
                   "--symmetry-augment", "--eval-every", "0", "--checkpoint-every", "0",
-                  "--run-dir", str(tmp_path / "run")])
+                  "--extra-eval-simulations", "2", "--run-dir", str(tmp_path / "run")])
     rows = [json.loads(line) for line in
             (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert np.isfinite(rows[-1]["consistency_loss"])
     assert -1.0 <= rows[-1]["consistency_loss"] <= 1.0
+    # An extra evaluation at the run's own count is the same evaluation.
+    extra = rows[-1]["eval_at_2"]
+    assert extra == {k: rows[-1][k] for k in extra} and "lines_lost_as_o" in extra
     # The run's evaluation redrew its metrics.png.
     assert (tmp_path / "run" / "metrics.png").stat().st_size > 1000
     capsys.readouterr()
