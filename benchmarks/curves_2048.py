@@ -8,6 +8,8 @@ The rows read are those with ``eval_score`` (64 greedy games from fresh boards;
 ``eval_score_se`` their standard error); the CPU axis is ``train_cpu_seconds``
 (self-play and training, evaluations excluded, in both examples). Runs given the
 same method name are seeds of one method: the table lists each and their mean.
+``PATH@S`` reads a run's evaluations at ``S`` simulations (``eval_at_S``, logged by
+``--extra-eval-simulations``) in place of those at its own count.
 
     python -m benchmarks.curves_2048 --run "known rules=runs/known-s0.jsonl" \\
         --run "known rules=runs/known-s1.jsonl" --run MuZero=runs/muzero-s0 ... \\
@@ -26,9 +28,11 @@ import os
 T_63 = 1.998
 
 
-def evaluations(path: str) -> list[dict]:
+def evaluations(path: str, at: int | None = None) -> list[dict]:
     """The evaluated rows of one run, by iteration: ``[{iteration, env_steps,
-    cpu_seconds, score, se, median, moves}]``."""
+    cpu_seconds, score, se, median, moves}]``; with ``at``, its evaluations at
+    ``at`` simulations (``eval_at_{at}``, the examples' ``--extra-eval-simulations``)
+    instead of at the run's own count."""
     if os.path.isdir(path):
         path = os.path.join(path, "metrics.jsonl")
     out = []
@@ -37,13 +41,26 @@ def evaluations(path: str) -> list[dict]:
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            if r.get("eval_score") is None:
+            e = r if at is None else r.get(f"eval_at_{at}") or {}
+            if e.get("eval_score") is None:
                 continue
             out.append(dict(iteration=r["iteration"], env_steps=r["env_steps"],
-                            cpu_seconds=r["train_cpu_seconds"], score=r["eval_score"],
-                            se=r["eval_score_se"], median=r.get("eval_median"),
-                            moves=r.get("eval_moves")))
+                            cpu_seconds=r["train_cpu_seconds"], score=e["eval_score"],
+                            se=e["eval_score_se"], median=e.get("eval_median"),
+                            moves=e.get("eval_moves")))
     return sorted(out, key=lambda e: e["iteration"])
+
+
+def run_spec(spec: str) -> tuple[str, str, int | None]:
+    """``METHOD=PATH`` or ``METHOD=PATH@S`` (its evaluations at ``S`` simulations)
+    -> ``(method, path, S or None)``."""
+    method, sep, path = spec.partition("=")
+    if not sep:
+        raise ValueError(f"--run takes METHOD=PATH[@S], got {spec!r}")
+    base, at_sep, sims = path.rpartition("@")
+    if at_sep and sims.isdigit():
+        return method, base, int(sims)
+    return method, path, None
 
 
 def table(runs: dict[str, list[tuple[str, list[dict]]]], steps: int) -> str:
@@ -101,7 +118,9 @@ def plot(runs: dict[str, list[tuple[str, list[dict]]]], out: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--run", action="append", required=True, metavar="METHOD=PATH")
+    p.add_argument("--run", action="append", required=True, metavar="METHOD=PATH[@S]",
+                   help="a run (its directory or JSON lines); @S reads its evaluations at "
+                        "S simulations (--extra-eval-simulations) instead of its own")
     p.add_argument("--steps", type=int, default=2_048_000,
                    help="the environment steps the table reads")
     p.add_argument("--out", default=None, help="the plot (PNG)")
@@ -109,10 +128,12 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     runs: dict[str, list[tuple[str, list[dict]]]] = collections.defaultdict(list)
     for spec in args.run:
-        method, sep, path = spec.partition("=")
-        if not sep:
-            p.error(f"--run takes METHOD=PATH, got {spec!r}")
-        runs[method].append((path, evaluations(path)))
+        try:
+            method, path, at = run_spec(spec)
+        except ValueError as err:
+            p.error(str(err))
+        label = path if at is None else f"{path}@{at}"
+        runs[method].append((label, evaluations(path, at)))
     print(table(runs, args.steps))
     if args.out:
         plot(runs, args.out)

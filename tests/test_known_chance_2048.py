@@ -83,3 +83,24 @@ def test_bad_extra_simulation_counts_are_refused_by_name(text, capsys):
     with pytest.raises(SystemExit):
         kc.main(["--extra-eval-simulations", text, "--iterations", "0"])
     assert "--extra-eval-simulations" in capsys.readouterr().err
+
+
+def test_curves_read_the_extra_evaluations_with_at(tmp_path, capsys):
+    from benchmarks import curves_2048
+
+    own = {"eval_score": 100.0, "eval_score_se": 10.0, "eval_median": 90.0, "eval_moves": 50.0}
+    deeper = {"eval_score": 300.0, "eval_score_se": 20.0, "eval_median": 280.0,
+              "eval_moves": 90.0}
+    rows = [{"iteration": 1, "env_steps": 64, "train_cpu_seconds": 2.0},
+            {"iteration": 2, "env_steps": 128, "train_cpu_seconds": 4.0, **own,
+             "eval_at_50": deeper}]
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (at_own,) = curves_2048.evaluations(str(log))
+    (at_50,) = curves_2048.evaluations(str(log), 50)
+    assert (at_own["score"], at_50["score"], at_50["se"]) == (100.0, 300.0, 20.0)
+    assert curves_2048.evaluations(str(log), 16) == []
+    assert curves_2048.run_spec("m=runs/a@b@50") == ("m", "runs/a@b", 50)
+    assert curves_2048.run_spec("m=runs/a@b") == ("m", "runs/a@b", None)
+    curves_2048.main(["--run", f"deeper={log}@50", "--steps", "128"])
+    assert "300 [260, 340]" in capsys.readouterr().out
