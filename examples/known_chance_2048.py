@@ -15,7 +15,12 @@ and its targets (:mod:`jaxpuct.muzero.replay`), the categorical value head over
 ``h``-transformed atoms (:mod:`jaxpuct.muzero.value_transform`). So the two runs
 differ in what the search knows, not in their data or their budgets. Every
 ``--eval-every`` iterations the greedy search (most visited move) plays 64 games
-from fresh boards to their ends; one JSON line per iteration.
+from fresh boards to their ends; one JSON line per iteration. With ``--run-dir R``
+the value network is saved there after every evaluation (with its config,
+verified by SHA-256: :mod:`jaxpuct.alphazero.checkpoints`; the network only, so
+the run cannot be resumed), and ``--evaluate R`` plays the greedy games with the
+newest saved network (at its run's ``--num-simulations`` and at each
+``--extra-eval-simulations``), so that a finished run can be searched deeper.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import dataclasses
 import functools
 import json
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +38,7 @@ import optax
 from flax import nnx
 
 import jaxpuct
+from jaxpuct.alphazero import checkpoints
 from jaxpuct.alphazero import config as config_lib
 from jaxpuct.alphazero.training import decay_mask
 from jaxpuct.envs import pgx_2048
@@ -89,6 +95,21 @@ class Config:
     @property
     def support(self) -> Support:
         return Support(self.value_support)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Config:
+        return cls(**data)
+
+
+class Saved(NamedTuple):
+    """What ``--run-dir`` keeps (:func:`jaxpuct.alphazero.checkpoints.save_checkpoint`
+    reads ``iteration`` and ``params``)."""
+
+    params: Any
+    iteration: jax.Array
 
 
 class ValueNetwork(nnx.Module):
@@ -191,10 +212,26 @@ def evaluate_at(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Ar
     return row
 
 
+def init(config: Config) -> tuple[nnx.GraphDef, Any]:
+    """``(graphdef, params)`` of the run's initial value network."""
+    init_key = jax.random.split(jax.random.key(config.seed), 3)[0]
+    return nnx.split(ValueNetwork(config, nnx.Rngs(init_key)))
+
+
+def restore(run_dir: str) -> tuple[Config, nnx.GraphDef, Any, int]:
+    """``(config, graphdef, params, iteration)`` of the newest intact network
+    saved in ``run_dir`` (``CheckpointError`` if there is none)."""
+    config = checkpoints.load_config(run_dir, Config)
+    graphdef, params = init(config)
+    saved = checkpoints.restore_checkpoint(
+        run_dir, Saved(params, jnp.zeros((), jnp.int32)), config)
+    return config, graphdef, saved.params, int(saved.iteration)
+
+
 def run(config: Config, iterations: int, eval_every: int, log=print,
-        eval_simulations: tuple[int, ...] = ()) -> dict:
-    init_key, boards_key, key = jax.random.split(jax.random.key(config.seed), 3)
-    graphdef, params = nnx.split(ValueNetwork(config, nnx.Rngs(init_key)))
+        eval_simulations: tuple[int, ...] = (), run_dir: str | None = None) -> dict:
+    boards_key, key = jax.random.split(jax.random.key(config.seed), 3)[1:]
+    graphdef, params = init(config)
     optimizer = make_optimizer(config)
     opt_state = optimizer.init(params)
     buffer = replay_lib.empty_buffer(config.buffer_size, game_2048.OBS_SHAPE, jnp.bool_,
@@ -225,6 +262,9 @@ def run(config: Config, iterations: int, eval_every: int, log=print,
             row.update(evaluate_at(config, graphdef, params, jax.random.fold_in(play_key, 1),
                                    eval_simulations))
             last = row
+            if run_dir is not None:
+                checkpoints.save_checkpoint(run_dir, Saved(params, jnp.int32(iteration)),
+                                            config)
         log(json.dumps(row), flush=True)
     return last
 
@@ -240,9 +280,22 @@ def main(argv: list[str] | None = None) -> dict:
                    help="comma-separated simulation counts: each evaluation also plays "
                         "its 64 games at each of them with the same network "
                         "(eval_at_S in the line)")
+    p.add_argument("--run-dir", default=None,
+                   help="save the value network here after every evaluation")
+    p.add_argument("--evaluate", default=None, metavar="RUN_DIR",
+                   help="train nothing: play the evaluation games with the newest network "
+                        "saved in RUN_DIR (with --seed's key) and print one JSON line")
     args = p.parse_args(argv)
+    if args.evaluate:
+        config, graphdef, params, iteration = restore(args.evaluate)
+        row = {"run_dir": args.evaluate, "iteration": iteration,
+               "num_simulations": config.num_simulations,
+               **evaluate_at(config, graphdef, params, jax.random.key(args.seed),
+                             args.extra_eval_simulations)}
+        print(json.dumps(row), flush=True)
+        return row
     return run(config_lib.from_namespace(Config, args), args.iterations, args.eval_every,
-               eval_simulations=args.extra_eval_simulations)
+               eval_simulations=args.extra_eval_simulations, run_dir=args.run_dir)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,12 @@ from jaxpuct.envs import pgx_2048
 
 @pytest.mark.parametrize("policy", ["alphazero", "gumbel"])
 def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys, tmp_path):
+    run_dir = str(tmp_path / "run")
     last = kc.main(["--policy", policy, "--batch-size", "4", "--segment-length", "8",
                     "--num-simulations", "4", "--hidden", "8", "--value-support", "5",
                     "--train-steps", "2", "--buffer-size", "128",
-                    "--train-batch-size", "8", "--iterations", "2", "--eval-every", "0"])
+                    "--train-batch-size", "8", "--iterations", "2", "--eval-every", "0",
+                    "--seed", "5", "--run-dir", run_dir])
 
     def refuse(name):
         raise ValueError(f"bare {name} in a metrics line")
@@ -47,6 +49,20 @@ def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys, t
     assert f"{last['eval_score']:,.0f}" in out and "mean of 2 seeds" in out
     assert json.load(open(tmp_path / "all.json"))["a"][str(log)][0]["env_steps"] == 64
 
+    # The saved network is the one the last evaluation used: the run's keys
+    # replayed give iteration 2's evaluation again.
+    config, graphdef, params, iteration = kc.restore(run_dir)
+    assert iteration == 2 and config.seed == 5 and config.policy == policy
+    key = jax.random.split(jax.random.key(5), 3)[2]
+    for _ in range(2):
+        play_key, _, key = jax.random.split(key, 3)
+    again = kc.evaluate_at(config, graphdef, params, jax.random.fold_in(play_key, 1))
+    assert again == {k: last[k] for k in again}
+    # --evaluate plays it again; an extra count equal to the run's own is the same games.
+    row = kc.main(["--evaluate", run_dir, "--extra-eval-simulations", "4", "--seed", "1"])
+    assert json.loads(capsys.readouterr().out) == row and row["iteration"] == 2
+    assert row["eval_at_4"] == {k: row[k] for k in row["eval_at_4"]}
+
 
 def test_the_greedy_gumbel_search_is_the_same_for_every_key():
     config = kc.Config(policy="gumbel", num_simulations=8, hidden=8, value_support=5)
@@ -65,17 +81,6 @@ def test_the_greedy_gumbel_search_is_the_same_for_every_key():
     legal = pgx_2048.legal_actions(boards)
     assert not bool(jnp.all(legal)), "the boards should include an illegal move"
     assert bool(jnp.all(jnp.take_along_axis(legal, first.action[:, None], 1)))
-
-
-def test_an_extra_evaluation_at_the_runs_own_count_plays_the_same_games():
-    config = kc.Config(policy="gumbel", batch_size=4, segment_length=8, num_simulations=4,
-                       hidden=8, value_support=5)
-    graphdef, params = nnx.split(kc.ValueNetwork(config, nnx.Rngs(0)))
-    key = jax.random.key(3)
-    row = kc.evaluate_at(config, graphdef, params, key, (4,))
-    own = {k: v for k, v in row.items() if not k.startswith("eval_at_")}
-    # At the run's own count it is the same 64 games, so the same figures.
-    assert row["eval_at_4"] == own and own["eval_unfinished"] == 0
 
 
 @pytest.mark.parametrize("text", ["0", "4,x", "-3"])
@@ -104,3 +109,4 @@ def test_curves_read_the_extra_evaluations_with_at(tmp_path, capsys):
     assert curves_2048.run_spec("m=runs/a@b") == ("m", "runs/a@b", None)
     curves_2048.main(["--run", f"deeper={log}@50", "--steps", "128"])
     assert "300 [260, 340]" in capsys.readouterr().out
+
