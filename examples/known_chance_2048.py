@@ -45,6 +45,7 @@ from jaxpuct.envs import pgx_2048
 from jaxpuct.muzero import game_2048
 from jaxpuct.muzero import replay as replay_lib
 from jaxpuct.muzero.networks import Trunk
+from jaxpuct.muzero.selfplay import evaluate_at_counts
 from jaxpuct.muzero.training import head_loss
 from jaxpuct.muzero.value_transform import Support, logits_to_scalar
 
@@ -204,12 +205,8 @@ def evaluate_at(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Ar
     keys), and 64 more with the same network and the same key (the same fresh
     boards) at each of ``extra_simulations``, under ``eval_at_{S}``: so that a
     deeper search at evaluation and a better-trained value can be told apart."""
-    row = game_2048.summarise(*evaluation(config, graphdef, params, 64, key))
-    for sims in extra_simulations:
-        again = dataclasses.replace(config, num_simulations=sims)
-        row[f"eval_at_{sims}"] = game_2048.summarise(*evaluation(again, graphdef, params, 64,
-                                                                 key))
-    return row
+    return evaluate_at_counts(config, extra_simulations, lambda c: game_2048.summarise(
+        *evaluation(c, graphdef, params, 64, key)))
 
 
 def init(config: Config) -> tuple[nnx.GraphDef, Any]:

@@ -191,15 +191,14 @@ def sample_batch(config: MuZeroConfig, model: selfplay.LearnedModel, buffer, key
     (``--model stochastic``); with ``--reanalyse-fraction`` its first rows' targets
     made anew by ``model``'s search with ``search_params``; with
     ``--symmetry-augment`` each row under a random symmetry of the board."""
-    if config.model == "stochastic":
-        batch = stochastic_training.sample(
-            buffer, jax.random.fold_in(key, step), config.train_batch_size,
-            config.unroll_steps, config.td_steps, config.signed_discount, config.priority_alpha)
-    else:
-        batch = replay.sample(buffer, jax.random.fold_in(key, step), config.train_batch_size,
-                              config.unroll_steps, config.td_steps, config.signed_discount,
-                              config.priority_alpha,
-                              next_observations=config.consistency_weight > 0)
+    # The same arguments: the stochastic sampler adds the windows' observations, and
+    # the consistency loss asks MuZero's for the next ones.
+    sample = (stochastic_training.sample if config.model == "stochastic" else
+              functools.partial(replay.sample,
+                                next_observations=config.consistency_weight > 0))
+    batch = sample(buffer, jax.random.fold_in(key, step), config.train_batch_size,
+                   config.unroll_steps, config.td_steps, config.signed_discount,
+                   config.priority_alpha)
     if config.reanalyse_fraction > 0:
         # With n at least a game's length the value target is the game's return: no
         # search can change it. 2048's games are longer than any n.
@@ -474,22 +473,16 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                 last = row
             elif evaluate and is_2048:
                 eval_key = jax.random.fold_in(play_key, 1)
-                row.update(game_2048.evaluate(config, model, agent_params, eval_key))
-                # The same games' key again: only the search's simulations differ.
-                for sims in extra_eval_simulations:
-                    row[f"eval_at_{sims}"] = game_2048.evaluate(
-                        dataclasses.replace(config, num_simulations=sims), model,
-                        agent_params, eval_key)
+                row.update(selfplay.evaluate_at_counts(
+                    config, extra_eval_simulations, functools.partial(
+                        game_2048.evaluate, model=model, params=agent_params, key=eval_key)))
                 last = row
             elif evaluate:
                 eval_key = jax.random.fold_in(play_key, 1)
-                row.update(selfplay.evaluate_optimal_moves(config, model, agent_params))
-                row.update(selfplay.evaluate_games(config, model, agent_params, eval_key))
-                for sims in extra_eval_simulations:
-                    deeper = dataclasses.replace(config, num_simulations=sims)
-                    row[f"eval_at_{sims}"] = {
-                        **selfplay.evaluate_optimal_moves(deeper, model, agent_params),
-                        **selfplay.evaluate_games(deeper, model, agent_params, eval_key)}
+                row.update(selfplay.evaluate_at_counts(
+                    config, extra_eval_simulations, functools.partial(
+                        selfplay.evaluate_board, model=model, params=agent_params,
+                        key=eval_key)))
                 last = row
             log(json.dumps(row))
             if run_dir is not None:

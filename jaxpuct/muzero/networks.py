@@ -65,7 +65,7 @@ from jaxpuct.muzero.value_transform import Support, logits_to_scalar
 from jaxpuct.sampled import DiscreteActions, GaussianActions
 
 __all__ = ["ConsistencyHeads", "MuZeroNetwork", "NetworkConfig", "Trunk", "action_planes",
-           "head_scalar", "init_network", "init_split", "scale_latent"]
+           "head_scalar", "init_network", "init_split", "network_input", "scale_latent"]
 
 Kind = Literal["mlp", "resnet"]
 
@@ -195,6 +195,19 @@ def action_planes(action: jax.Array, num_actions: int, board: tuple[int, int]) -
     planes = math.ceil(num_actions / cells)
     flat = jax.nn.one_hot(action, planes * cells, dtype=jnp.float32)  # [B, P * H * W]
     return jnp.moveaxis(flat.reshape(-1, planes, height, width), 1, -1)
+
+
+def network_input(obs: jax.Array, obs_shape: tuple[int, ...], kind: Kind,
+                  name: str = "observations") -> jax.Array:
+    """``obs [B, ...]`` of ``obs_shape``'s size as float32, read in row-major order:
+    ``[B, F]`` flattened for ``"mlp"``, ``[B, *obs_shape]`` for ``"resnet"`` (so
+    2048's flat board reaches a ResNet as planes); ``ValueError`` naming ``name``
+    for another size."""
+    if math.prod(obs.shape[1:]) != math.prod(obs_shape):
+        raise ValueError(f"expected {name} [B, {', '.join(map(str, obs_shape))}], got shape "
+                         f"{tuple(obs.shape)}.")
+    x = obs.astype(jnp.float32)
+    return x.reshape(x.shape[0], -1) if kind == "mlp" else x.reshape(x.shape[0], *obs_shape)
 
 
 class Trunk(nnx.Module):
@@ -368,16 +381,9 @@ class MuZeroNetwork(nnx.Module):
         return self.consistency.predict(projection) if predictor else projection
 
     def represent(self, obs: jax.Array) -> jax.Array:
-        # Any observation of obs_shape's size is read in row-major order: flattened
-        # by the MLP, as [H, W, C] by the ResNet (2048 stores its board flat).
-        if math.prod(obs.shape[1:]) != math.prod(self.obs_shape):
-            raise ValueError(f"expected observations [B, {', '.join(map(str, self.obs_shape))}],"
-                             f" got shape {tuple(obs.shape)}.")
-        x = obs.astype(jnp.float32)
-        if self.config.kind == "mlp":
-            latent = self.repr_out(self.repr_trunk(x.reshape(x.shape[0], -1)))
-        else:
-            latent = self.repr_tower(x.reshape(x.shape[0], *self.obs_shape))
+        x = network_input(obs, self.obs_shape, self.config.kind, "observations")
+        latent = (self.repr_out(self.repr_trunk(x)) if self.config.kind == "mlp"
+                  else self.repr_tower(x))
         return scale_latent(latent, self.config.latent_epsilon)
 
     @property

@@ -22,7 +22,9 @@ Evaluation, against the exact minimax tables of :mod:`jaxpuct.testing.tictactoe`
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
 import jax
@@ -37,9 +39,9 @@ from jaxpuct.sampled import SampledPolicyOutput
 from jaxpuct.selection import MinMaxBounds
 from jaxpuct.testing import tictactoe as ttt
 
-__all__ = ["LearnedModel", "Trajectories", "batch_major", "evaluate_games",
-           "evaluate_optimal_moves", "observe", "play_games", "search", "search_roots",
-           "step_record"]
+__all__ = ["LearnedModel", "Trajectories", "batch_major", "evaluate_at_counts",
+           "evaluate_board", "evaluate_games", "evaluate_optimal_moves", "observe",
+           "play_games", "search", "search_roots", "step_record"]
 
 OBS_SHAPE = (18,)
 MAX_PLIES = 9
@@ -256,6 +258,28 @@ def _match(config: MuZeroConfig, model: MuZeroModel, num_games: int, params: Any
         ply, (state, jnp.zeros((num_games,), jnp.float32)),
         (jnp.arange(MAX_PLIES), jax.random.split(key, MAX_PLIES)))
     return outcome
+
+
+def evaluate_at_counts(config: Any, counts: tuple[int, ...],
+                       evaluate: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """``evaluate(config)``'s figures, and under ``eval_at_{S}`` those of
+    ``evaluate`` on ``config`` with ``num_simulations = S`` for each ``S`` in
+    ``counts`` (``config``: any frozen dataclass with ``num_simulations``). The
+    caller closes ``evaluate`` over one network and one key, so that only the
+    search's simulations differ between the figures."""
+    row = dict(evaluate(config))
+    for sims in counts:
+        row[f"eval_at_{sims}"] = dict(evaluate(dataclasses.replace(config,
+                                                                   num_simulations=sims)))
+    return row
+
+
+def evaluate_board(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array
+                   ) -> dict[str, Any]:
+    """Tic-tac-toe's whole evaluation: :func:`evaluate_optimal_moves` and
+    :func:`evaluate_games` (with ``key``) together."""
+    return {**evaluate_optimal_moves(config, model, params),
+            **evaluate_games(config, model, params, key)}
 
 
 def evaluate_games(config: MuZeroConfig, model: MuZeroModel, params: Any,

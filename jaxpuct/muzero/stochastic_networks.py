@@ -56,6 +56,7 @@ from jaxpuct.muzero.networks import (
     head_output,
     head_width,
     init_split,
+    network_input,
     scale_latent,
 )
 
@@ -179,15 +180,8 @@ class StochasticMuZeroNetwork(nnx.Module):
         return self.config.kind == "resnet"
 
     def _input(self, obs: jax.Array, name: str) -> jax.Array:
-        """``obs`` (any shape of ``obs_shape``'s size) as float32: ``[B, F]``
-        flattened (MLP), ``[B, H, W, C_obs]`` (ResNet)."""
-        if math.prod(obs.shape[1:]) != math.prod(self.obs_shape):
-            raise ValueError(f"expected {name} [B, {', '.join(map(str, self.obs_shape))}], "
-                             f"got shape {tuple(obs.shape)}.")
-        x = obs.astype(jnp.float32)
-        # Row-major either way: 2048 stores its board flat for both kinds.
-        return x.reshape(x.shape[0], *self.obs_shape) if self.resnet else x.reshape(
-            x.shape[0], -1)
+        """:func:`.networks.network_input` with this network's shape and kind."""
+        return network_input(obs, self.obs_shape, self.config.kind, name)
 
     def represent(self, obs: jax.Array) -> jax.Array:
         x = self._input(obs, "observations")
