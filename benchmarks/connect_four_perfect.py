@@ -135,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--mcts-positions", type=int, default=200)
     p.add_argument("--sets", default=",".join(cs.SET_NAMES))
     p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--solver", action=argparse.BooleanOptionalAction, default=None,
+                   help="the agent's search with the MCTS-solver (default: as the run trained)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
@@ -142,10 +144,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     mcts = [int(x) for x in a.mcts.split(",") if x.strip()]
     names = [n for n in a.sets.split(",") if n in cs.available()]
     from benchmarks.connect_four_probe import Probe
-    probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch)
+    probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch, solver=a.solver)
     step = a.step if a.step is not None else probe.steps()[-1]
     params = probe.restore(step).params
-    print(f"run {a.run_dir}, checkpoint {step}; policy {probe.config.policy}")
+    solve = probe.config.solver if a.solver is None else a.solver
+    print(f"run {a.run_dir}, checkpoint {step}; policy {probe.config.policy}"
+          f"{', MCTS-solver' if solve else ''}")
     print("| set | player | positions | keeps value | strong-optimal | critical | keeps (critical)"
           " | optimal (critical) | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -170,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append({"set": name, "player": player, **r})
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"run_dir": a.run_dir, "step": step, "results": results}, f, indent=1)
+            json.dump({"run_dir": a.run_dir, "step": step, "solver": solve,
+                       "results": results}, f, indent=1)
     return 0
 
 

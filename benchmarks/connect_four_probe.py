@@ -128,7 +128,8 @@ def optimal_share(actions: np.ndarray, data: dict[str, np.ndarray]) -> tuple[flo
 class Probe:
     """The run's network and searches, compiled once for all checkpoints."""
 
-    def __init__(self, run_dir: str, simulations: list[int], batch: int):
+    def __init__(self, run_dir: str, simulations: list[int], batch: int,
+                 solver: bool | None = None):
         from jaxpuct.alphazero import checkpoints, selfplay
         from jaxpuct.alphazero.trainer import Trainer
         self.run_dir = run_dir
@@ -142,8 +143,10 @@ class Probe:
         self.search = {}
         for s in simulations:
             # Automatic capacity (S + 1 nodes) and no reuse: one fresh search.
-            config = dataclasses.replace(self.config, num_simulations=s, max_nodes=0,
-                                         reuse_tree=False)
+            # solver None: as the run trained.
+            config = dataclasses.replace(
+                self.config, num_simulations=s, max_nodes=0, reuse_tree=False,
+                solver=self.config.solver if solver is None else solver)
             fns = selfplay.make_search_fns(config, self.trainer.env, self.trainer.apply_fn,
                                            self.trainer.game.num_actions)
             self.search[s] = jax.jit(

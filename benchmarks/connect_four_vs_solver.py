@@ -212,14 +212,15 @@ def with_book(scorer: Scorer, book: dict[str, np.ndarray]) -> Scorer:
 
 
 def agent_player(run_dir: str, step: int | None, simulations: int,
-                 seed: int = 0) -> tuple[Player, str]:
+                 seed: int = 0, solver: bool | None = None) -> tuple[Player, str]:
     """The run's greedy agent (:func:`jaxpuct.alphazero.arena.network_agent`) as a
     :data:`Player`, and its description. Each position is rebuilt as a pgx state
-    from the empty board (moves padded to 42 plies, so one compile serves all)."""
+    from the empty board (moves padded to 42 plies, so one compile serves all).
+    ``solver``: its search with the MCTS-solver or not (default: as the run trained)."""
     import jax
 
     from jaxpuct.alphazero import arena
-    act, game, who = arena.network_agent(run_dir, step, simulations)
+    act, game, who = arena.network_agent(run_dir, step, simulations, solver=solver)
     if game != "connect_four":
         raise SystemExit(f"{run_dir} trained {game}, not connect_four")
     key = jax.random.key(seed)
@@ -250,9 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "board among them) instead of solving them again")
     p.add_argument("--log2-entries", type=int, default=24,
                    help="solver transposition table: 2**N entries of 16 bytes")
+    p.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
+                   help="the agent's search with the MCTS-solver (default: as the run trained)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
-    agent, who = agent_player(a.run_dir, a.step, a.simulations)
+    agent, who = agent_player(a.run_dir, a.step, a.simulations, solver=a.agent_solver)
     print(f"{who}\n  vs the exact solver, longest defence; agent "
           f"{'second' if a.agent_second else 'first'}\n{TABLE_HEAD}", flush=True)
     start = time.time()

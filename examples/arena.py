@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--simulations", type=int,
                     help="jaxpuct's simulations per move (default: the run's; 100 for a "
                     "pure search)")
+    me.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
+                    help="jaxpuct's search with the MCTS-solver (default: as the run "
+                    "trained; off for a pure search)")
     op = p.add_argument_group("OpenSpiel opponent")
     op.add_argument("--opponent", choices=("mcts", "random"), default="mcts")
     op.add_argument("--opponent-simulations", type=int, default=1000)
@@ -107,16 +110,21 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
                             uct_c=args.uct_c, rollouts=args.rollouts, solve=args.solve)
         if args.run_dir and _is_muzero_run(args.run_dir):
             from examples import muzero
+            if args.agent_solver:
+                sys.exit("error: --agent-solver is for known-rules searches; a MuZero "
+                         "run's search has no terminal states to prove")
             agent, game, who = muzero.network_agent(args.run_dir, args.step, args.simulations)
         elif args.run_dir:
-            agent, game, who = arena.network_agent(args.run_dir, args.step, args.simulations)
+            agent, game, who = arena.network_agent(args.run_dir, args.step, args.simulations,
+                                                   solver=args.agent_solver)
             if args.game and args.game != game:
                 sys.exit(f"error: --game {args.game}, but {args.run_dir!r} trained {game}")
         else:
             if not args.game:
                 sys.exit("error: pass --game (or --run-dir)")
             game = args.game
-            agent, who = arena.pure_search_agent(game, args.simulations or 100, args.value)
+            agent, who = arena.pure_search_agent(game, args.simulations or 100, args.value,
+                                                 solver=bool(args.agent_solver))
     except (ValueError, CheckpointError) as err:
         sys.exit(f"error: {err}")
     print(f"{game}, {args.games} games: {who}\n  vs {bot.describe()}", flush=True)

@@ -849,3 +849,24 @@ def test_signal_to_a_process_stops_it_cleanly(point, signum, tmp_path, reference
     print(f"\nfault: {signal.Signals(signum).name} to the process ({point}): exit "
           f"{proc.returncode} at iteration {reached}, one line, checkpoint {newest} intact, "
           f"no temporary folder; resumed to 4 equal to the uninterrupted run; data lost: none")
+
+
+def test_arena_agent_with_the_solver_moves_optimally(tmp_path, trainer, reference):
+    """``network_agent(solver=True)`` searches with the MCTS-solver whatever the run
+    trained with (the run here trained without it). With six stones down (at most
+    15 nodes below the root) 64 simulations prove every root, so every move must
+    be minimax-optimal whatever the barely trained network says. (The proofs
+    themselves are checked against minimax in tests/test_selfplay_solver.py.)"""
+    from jaxpuct.alphazero import arena
+    from jaxpuct.testing import tictactoe
+    run_dir = str(tmp_path / "run")
+    _save_reference(trainer, reference, run_dir, [1])
+    agent, _, description = arena.network_agent(run_dir, num_simulations=64, solver=True)
+    assert "MCTS-solver" in description
+    assert "MCTS-solver" not in arena.network_agent(run_dir, num_simulations=2)[2]
+    positions = [p for p in tictactoe.all_positions()
+                 if sum(c != 0 for c in p) == 6][:64]
+    state = tictactoe.pgx_states(positions)
+    action = np.asarray(agent(jax.random.split(jax.random.key(0), len(positions)), state))
+    optimal = tictactoe.optimal_move_table()[[tictactoe.code(p) for p in positions]]
+    assert np.all(optimal[np.arange(len(positions)), action])

@@ -246,3 +246,14 @@ def test_sampled_selfplay_stores_the_weights_over_its_samples():
     np.testing.assert_allclose(az.selfplay.dense_weights(out, 9), want, atol=1e-7)
     with pytest.raises(ValueError, match="policy sampled .* does not take reuse_tree"):
         dataclasses.replace(TINY, policy="sampled", reuse_tree=True)
+
+
+def test_selfplay_with_the_solver_reuse_and_graph_search():
+    """solver=True composes with tree reuse and graph search in the training loop:
+    the buffer's targets stay distributions over the legal moves, the loss finite,
+    and the searches carry proofs (the exact minimax checks are in
+    tests/test_selfplay_solver.py)."""
+    config = dataclasses.replace(TINY, num_simulations=6, solver=True, reuse_tree=True,
+                                 graph_search=True)
+    trainer, ts, _, _ = _one_iteration_targets(config)
+    assert ts.games.tree.proof_plies is not None

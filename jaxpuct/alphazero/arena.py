@@ -168,7 +168,8 @@ def greedy_search(fns: Any) -> Callable:
 
 
 def network_agent(run_dir: str, step: int | None = None,
-                  num_simulations: int | None = None) -> tuple[Agent, str, str]:
+                  num_simulations: int | None = None,
+                  solver: bool | None = None) -> tuple[Agent, str, str]:
     """The greedy agent of a training run (``examples/selfplay.py``'s ``--run-dir``):
     its search with the network of checkpoint ``step`` (default: the newest intact
     one), no root noise, the most visited move.
@@ -177,6 +178,8 @@ def network_agent(run_dir: str, step: int | None = None,
       run_dir: the run directory.
       step: the checkpoint.
       num_simulations: per move (default: the run's).
+      solver: search with the MCTS-solver or without it (default: as the run
+        trained, ``SelfPlayConfig.solver``).
 
     Returns:
       ``(agent, game, description)``.
@@ -196,20 +199,23 @@ def network_agent(run_dir: str, step: int | None = None,
     trainer = Trainer(config, devices=jax.devices()[:1])
     ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), config, step=step)
     n = config.num_simulations if num_simulations is None else num_simulations
-    fns = selfplay.make_search_fns(dataclasses.replace(config, num_simulations=n),
+    solve = config.solver if solver is None else solver
+    fns = selfplay.make_search_fns(dataclasses.replace(config, num_simulations=n, solver=solve),
                                    trainer.env, trainer.apply_fn, trainer.game.num_actions)
     act = greedy_search(fns)
     params = ts.params
     description = (f"jaxpuct network of {run_dir} at iteration {int(ts.iteration)}, "
-                   f"{n} simulations, greedy")
+                   f"{n} simulations{', MCTS-solver' if solve else ''}, greedy")
     return (lambda keys, state: act(params, keys, state)), config.game, description
 
 
-def pure_search_agent(game: str, num_simulations: int, value: str = "zero") -> tuple[Agent, str]:
+def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
+                      solver: bool = False) -> tuple[Agent, str]:
     """A greedy PUCT search with a uniform prior and, at each new leaf, ``value``
     ``"zero"`` (only terminal rewards inform it) or ``"rollouts"`` (the outcome of one
     uniform random rollout to the end of the game, :mod:`jaxpuct.envs.rollouts` with
-    ``mix = 1``, as MCTSBot's evaluator).
+    ``mix = 1``, as MCTSBot's evaluator); with ``solver``, the MCTS-solver too (as
+    ``MCTSBot(solve=True)``).
 
     Returns:
       ``(agent, description)``.
@@ -224,7 +230,8 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero") -> t
         raise ValueError(f"value must be 'zero' or 'rollouts', got {value!r}")
     pgx_game = make_pgx_game(game)
     # batch_size 1: only the search fields matter here (the buffer is never built).
-    config = SelfPlayConfig(game=game, num_simulations=num_simulations, batch_size=1)
+    config = SelfPlayConfig(game=game, num_simulations=num_simulations, batch_size=1,
+                            solver=solver)
     fns = selfplay.make_search_fns(config, pgx_game.environment, None, pgx_game.num_actions)
     if value == "rollouts":
         fns = dataclasses.replace(fns, recurrent_fn=rollouts.make_recurrent_fn(
@@ -232,8 +239,8 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero") -> t
             max_steps=MAX_MOVES[game]))
     act = greedy_search(fns)
     description = (f"jaxpuct pure PUCT search ({num_simulations} simulations, uniform prior, "
-                   f"{'one random rollout per leaf' if value == 'rollouts' else 'zero value'})"
-                   f", greedy")
+                   f"{'one random rollout per leaf' if value == 'rollouts' else 'zero value'}"
+                   f"{', MCTS-solver' if solver else ''}), greedy")
     return (lambda keys, state: act(None, keys, state)), description
 
 

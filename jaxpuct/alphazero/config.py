@@ -123,6 +123,9 @@ class SelfPlayConfig:
         simulations add to the visits already there).
       graph_search: Monte-Carlo graph search (transpositions share one node,
         found with the pgx adapter's Zobrist hash).
+      solver: the MCTS-solver in every search (Winands et al. 2008;
+        jaxpuct.solver): terminal outcomes are proven and backed up, walks stop
+        at proven nodes, the move takes a proven win; not with policy sampled.
       max_nodes: tree capacity (0: num_simulations + 1, or twice the simulations
         with reuse_tree).
       seed: the run's RNG seed.
@@ -164,6 +167,7 @@ class SelfPlayConfig:
     channels: int = _knob(32, minimum=1)
     reuse_tree: bool = False
     graph_search: bool = False
+    solver: bool = False
     max_nodes: int = _knob(0, minimum=0)
     seed: int = 0
 
@@ -174,6 +178,10 @@ class SelfPlayConfig:
                              "(--reuse-tree) nor graph_search (--graph-search): its tree "
                              "is continued through its sampled slots, and graph search "
                              "refuses sampled trees")
+        if self.policy == "sampled" and self.solver:
+            raise ValueError("policy sampled (--policy sampled) does not take solver "
+                             "(--solver): a node's sampled actions are not all its moves, "
+                             "so a loss cannot be proven from them")
         if self.symmetry_augment:
             from jaxpuct.alphazero.symmetry import SYMMETRIC_GAMES
             if self.game not in SYMMETRIC_GAMES:

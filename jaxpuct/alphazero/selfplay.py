@@ -31,11 +31,12 @@ from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
 from jaxpuct.roots import init_tree
 from jaxpuct.sampled import SampledPolicyOutput, sampled_policy
+from jaxpuct.solver import with_proofs
 from jaxpuct.testing.pure_search import zero_apply
 from jaxpuct.tree import present
 from jaxpuct.types import PolicyOutput
 
-__all__ = ["Games", "SearchFns", "dense_weights", "init_games", "make_search_fns",
+__all__ = ["Games", "SearchFns", "dense_weights", "fresh_tree", "init_games", "make_search_fns",
            "position_outcomes", "record_ply", "restart_finished", "search", "selfplay_step"]
 
 
@@ -98,6 +99,15 @@ def make_search_fns(config: SelfPlayConfig, env: Environment, apply_fn: Callable
                      recurrent_fn=make_recurrent_fn(apply_fn, env), policy=policy)
 
 
+def fresh_tree(config: SelfPlayConfig, root: Any) -> Any:
+    """A new tree for ``root`` (``RootFnOutput``, ``[B]``) with the search's
+    capacity, graph table and, with ``config.solver``, its proof array: the same
+    structure as the trees the search returns, so a reused tree and a fresh one
+    can be selected between per game."""
+    tree = init_tree(root, config.capacity, graph=config.graph)
+    return with_proofs(tree) if config.solver else tree
+
+
 def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
            dirichlet_fraction: float, temperature: jax.Array, tree: Any = None,
            tree_valid: jax.Array | None = None):
@@ -118,7 +128,7 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
     c = fns.config
     root = fns.root_fn(params, keys[0], state)
     if tree is not None:
-        fresh = init_tree(root, c.capacity, graph=c.graph)
+        fresh = fresh_tree(c, root)
         tree = batch_where(present(tree_valid, "tree_valid"), tree, fresh)
     if fns.policy == "sampled":
         out = sampled_policy(
@@ -134,11 +144,12 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
             gumbel_scale=jnp.where(temperature > 0, c.gumbel_scale, 0.0),
             qtransform=CompletedQConfig(value_scale=c.value_scale,
                                         maxvisit_init=c.maxvisit_init),
-            max_nodes=c.capacity, graph=c.graph, tree=tree)
+            max_nodes=c.capacity, graph=c.graph, tree=tree, solver=c.solver)
     return alphazero_policy(
         params, keys, root, fns.recurrent_fn, c.num_simulations,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
-        temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree)
+        temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree,
+        solver=c.solver)
 
 
 def dense_weights(out: SampledPolicyOutput, num_actions: int) -> jax.Array:

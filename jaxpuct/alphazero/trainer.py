@@ -37,7 +37,6 @@ from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.alphazero import evaluation, networks, selfplay, training
 from jaxpuct.alphazero.buffer import ReplayBuffer, empty_buffer, filled_rows
 from jaxpuct.alphazero.config import SelfPlayConfig
-from jaxpuct.roots import init_tree
 
 __all__ = ["NonFiniteError", "TrainState", "Trainer", "check_finite", "iteration_metrics"]
 
@@ -206,7 +205,7 @@ def _fresh_state(config: SelfPlayConfig, rng: jax.Array) -> TrainState:
                                        functools.partial(networks.apply, graphdef),
                                        game.num_actions)
         root = fns.root_fn(params, rng, games.state)
-        games = games.replace(tree=init_tree(root, config.capacity, graph=config.graph),
+        games = games.replace(tree=selfplay.fresh_tree(config, root),
                               tree_valid=jnp.zeros((config.batch_size,), bool))
     return TrainState(params=params, opt_state=training.make_optimizer(config).init(params),
                       buffer=buffer, games=games, iteration=jnp.zeros((), jnp.int32), rng=rng)

@@ -45,3 +45,25 @@ def mask_illegal_logits(recurrent_fn: RecurrentFn) -> RecurrentFn:
 def mask_root_logits(root: RootFnOutput) -> RootFnOutput:
     """``root`` with its prior's illegal entries set to ``MASKED_LOGIT``."""
     return root.replace(prior_logits=masked_logits(root.prior_logits, root.legal_action_mask))
+
+
+def replay_pgx(env: Any, moves: Any) -> Any:
+    """pgx states ``[n]`` of ``env`` after ``moves [n, L]`` (actions, -1 padding at
+    the end) from the initial state; a padded ply leaves a state as it is. The
+    initial states' keys are fixed (``jax.random.key(0)`` split), so the same moves
+    give the same states."""
+    import numpy as np
+
+    @jax.jit
+    def run(moves):
+        def body(i, state):
+            action = moves[:, i]
+            nxt = jax.vmap(env.step)(state, jnp.maximum(action, 0))
+            keep = action < 0
+            return jax.tree.map(lambda old, new: jnp.where(
+                keep.reshape((-1,) + (1,) * (new.ndim - 1)), old, new), state, nxt)
+
+        state = jax.vmap(env.init)(jax.random.split(jax.random.key(0), moves.shape[0]))
+        return jax.lax.fori_loop(0, moves.shape[1], body, state)
+
+    return run(jnp.asarray(np.asarray(moves), jnp.int32))

@@ -486,25 +486,11 @@ def pgx_states(moves: np.ndarray, env=None):
     Which player id moves first is pgx's random draw; the observation is from the
     player to move either way.
     """
-    import jax
-    import jax.numpy as jnp
+    from jaxpuct.testing._common import replay_pgx
     if env is None:
         import pgx
         env = pgx.make("connect_four")
-
-    @jax.jit
-    def run(moves):
-        def body(i, state):
-            action = moves[:, i]
-            nxt = jax.vmap(env.step)(state, jnp.maximum(action, 0))
-            keep = action < 0
-            return jax.tree.map(lambda old, new: jnp.where(
-                keep.reshape((-1,) + (1,) * (new.ndim - 1)), old, new), state, nxt)
-
-        state = jax.vmap(env.init)(jax.random.split(jax.random.key(0), moves.shape[0]))
-        return jax.lax.fori_loop(0, moves.shape[1], body, state)
-
-    return run(jnp.asarray(np.asarray(moves), jnp.int32))
+    return replay_pgx(env, moves)
 
 
 def optimal_moves(move_vals: Sequence[float] | np.ndarray) -> np.ndarray:

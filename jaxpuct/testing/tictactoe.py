@@ -304,6 +304,28 @@ def batch(positions: Sequence[Position]) -> State:
     )
 
 
+def pgx_states(positions: Sequence[Position], env: Any = None) -> Any:
+    """pgx ``tic_tac_toe`` states ``[n]`` of non-terminal ``positions``, reached by
+    playing X's cells and O's cells alternately (any order reaches the same board,
+    and a non-terminal position has no line on the way). Imports pgx; ``env``: the
+    pgx environment (default ``pgx.make("tic_tac_toe")``). pgx's board then gives
+    the position's :func:`code` (see the module docstring).
+    """
+    from jaxpuct.testing._common import replay_pgx
+    if env is None:
+        import pgx
+        env = pgx.make("tic_tac_toe")
+    moves = np.full((len(positions), 9), -1, np.int32)
+    for i, pos in enumerate(positions):
+        if is_terminal(pos):
+            raise ValueError(f"positions[{i}] is terminal: {format_position(pos)!r}")
+        xs = [c for c in range(9) if pos[c] == 1]
+        os_ = [c for c in range(9) if pos[c] == -1]
+        order = [c for pair in zip(xs, os_ + [-1], strict=False) for c in pair if c >= 0]
+        moves[i, :len(order)] = order
+    return replay_pgx(env, moves)
+
+
 def unbatch(state: State) -> list[Position]:
     """Absolute positions of a :class:`State` (the inverse of :func:`batch`)."""
     absolute = np.asarray(state.board, np.int64) * np.asarray(state.player, np.int64)[:, None]
