@@ -12,7 +12,9 @@ leaf, ``solve=True``) at each ``--mcts`` simulation count, on the first
 
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 \\
         [--simulations 0,32,256,1024] [--mcts 1000,10000] [--mcts-positions 200] \\
-        [--sets end_easy,...] [--json out.json]
+        [--sets end_easy,...] [--solver] [--json out.json]
+    python -m benchmarks.connect_four_perfect --run-dir runs/c4 --steps all \\
+        --positions 300 --simulations 0,256 --mcts '' --json curve.json   # a curve
 
 ``critical`` columns: the same shares over the positions where some legal move
 does not keep the value (elsewhere every move keeps it).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -126,10 +129,28 @@ def _row(name: str, player: str, r: dict[str, Any], seconds: float) -> str:
             f"{seconds:.0f} |")
 
 
+def checkpoint_steps(text: str, available: Sequence[int]) -> list[int]:
+    """``--steps``: ``"all"`` (every checkpoint), or steps separated by commas,
+    each one of ``available`` (else ``SystemExit`` naming the missing ones)."""
+    if text.strip() == "all":
+        return sorted(available)
+    steps = [int(x) for x in text.split(",") if x.strip()]
+    missing = sorted(set(steps) - set(available))
+    if missing:
+        raise SystemExit(f"--steps: no checkpoint at {missing}; the run has "
+                         f"{sorted(available)}")
+    return steps
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--run-dir", required=True)
     p.add_argument("--step", type=int, default=None, help="checkpoint step (default: newest)")
+    p.add_argument("--steps", default=None,
+                   help="several checkpoints, 'all' or steps separated by commas (a curve: "
+                   "--json then holds one entry per checkpoint with its training seconds)")
+    p.add_argument("--positions", type=int, default=0,
+                   help="the first this many positions of each set (0: all)")
     p.add_argument("--simulations", default="0,32,256,1024")
     p.add_argument("--mcts", default="1000,10000", help="MCTSBot simulation counts ('' none)")
     p.add_argument("--mcts-positions", type=int, default=200)
@@ -144,38 +165,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     mcts = [int(x) for x in a.mcts.split(",") if x.strip()]
     names = [n for n in a.sets.split(",") if n in cs.available()]
     from benchmarks.connect_four_probe import Probe
+    from jaxpuct.alphazero.rundir import read_json_lines
     probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch, solver=a.solver)
-    step = a.step if a.step is not None else probe.steps()[-1]
-    params = probe.restore(step).params
+    if a.steps is not None:
+        steps = checkpoint_steps(a.steps, probe.steps())
+    else:
+        steps = [a.step if a.step is not None else probe.steps()[-1]]
     solve = probe.config.solver if a.solver is None else a.solver
-    print(f"run {a.run_dir}, checkpoint {step}; policy {probe.config.policy}"
-          f"{', MCTS-solver' if solve else ''}")
-    print("| set | player | positions | keeps value | strong-optimal | critical | keeps (critical)"
-          " | optimal (critical) | seconds |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    results = []
+    count = a.positions or None
+    sets = {}
     for name in names:
         s = cs.load(name)
-        if not s.moves:
-            print(f"| {name} | (no positions) | 0 | | | | | | |")
-            continue
-        state, legal = set_states(s)
-        for k, (act, seconds) in agent_actions(probe, params, state, legal, sims).items():
-            r = summarise(s.scores, act)
-            player = "prior" if k == 0 else f"search S={k}"
-            print(_row(name, player, r, seconds), flush=True)
-            results.append({"set": name, "player": player, **r})
-        for m in mcts:
-            start = time.perf_counter()
-            act = mcts_actions(s, m, a.mcts_positions, a.seed)
-            r = summarise(s.scores[:len(act)], act)
-            player = f"MCTSBot({m})"
-            print(_row(name, player, r, time.perf_counter() - start), flush=True)
-            results.append({"set": name, "player": player, **r})
+        if s.moves:
+            sets[name] = (s, *set_states(s, count))
+        else:
+            print(f"{name}: no positions")
+    train_seconds = {}
+    metrics_path = os.path.join(a.run_dir, "metrics.jsonl")
+    if os.path.exists(metrics_path):
+        train_seconds = {r["iteration"]: r.get("train_seconds")
+                         for r in read_json_lines(metrics_path)}
+    print(f"run {a.run_dir}, checkpoints {steps}; policy {probe.config.policy}"
+          f"{', MCTS-solver' if solve else ''}")
+    curve = []
+    for step in steps:
+        params = probe.restore(step).params
+        print(f"checkpoint {step} (training seconds {train_seconds.get(step)})")
+        print("| set | player | positions | keeps value | strong-optimal | critical | "
+              "keeps (critical) | optimal (critical) | seconds |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        results = []
+        for name, (s, state, legal) in sets.items():
+            scores_ = s.scores[:len(legal)]
+            for k, (act, seconds) in agent_actions(probe, params, state, legal, sims).items():
+                r = summarise(scores_, act)
+                player = "prior" if k == 0 else f"search S={k}"
+                print(_row(name, player, r, seconds), flush=True)
+                results.append({"set": name, "player": player, **r})
+            for m in mcts if step == steps[-1] else ():
+                start = time.perf_counter()
+                act = mcts_actions(s, m, a.mcts_positions, a.seed)
+                r = summarise(s.scores[:len(act)], act)
+                player = f"MCTSBot({m})"
+                print(_row(name, player, r, time.perf_counter() - start), flush=True)
+                results.append({"set": name, "player": player, **r})
+        curve.append({"step": step, "train_seconds": train_seconds.get(step),
+                      "results": results})
     if a.json:
+        # One checkpoint: the record as before; several: one entry per checkpoint.
+        record = ({"run_dir": a.run_dir, "step": steps[0], "solver": solve,
+                   "results": curve[0]["results"]} if a.steps is None
+                  else {"run_dir": a.run_dir, "solver": solve, "checkpoints": curve})
         with open(a.json, "w") as f:
-            json.dump({"run_dir": a.run_dir, "step": step, "solver": solve,
-                       "results": results}, f, indent=1)
+            json.dump(record, f, indent=1)
     return 0
 
 

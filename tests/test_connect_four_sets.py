@@ -145,3 +145,11 @@ def test_scorer_summary():
     r = summarise(scores, np.array([1, 0]))
     assert (r["n"], r["n_critical"], r["keeps"], r["optimal"]) == (2, 1, 0.5, 0.5)
     assert r["keeps_critical"] == 0.0
+
+
+def test_checkpoint_steps_of_a_curve():
+    from benchmarks.connect_four_perfect import checkpoint_steps
+    assert checkpoint_steps("all", [300, 100, 200]) == [100, 200, 300]
+    assert checkpoint_steps("100, 300", [100, 200, 300]) == [100, 300]
+    with pytest.raises(SystemExit, match=r"no checkpoint at \[250\]; the run has \[100, 200\]"):
+        checkpoint_steps("100,250", [200, 100])
