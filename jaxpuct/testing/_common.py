@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpuct.types import RecurrentFnOutput, RootFnOutput
 
@@ -52,7 +53,6 @@ def replay_pgx(env: Any, moves: Any) -> Any:
     the end) from the initial state; a padded ply leaves a state as it is. The
     initial states' keys are fixed (``jax.random.key(0)`` split), so the same moves
     give the same states."""
-    import numpy as np
 
     @jax.jit
     def run(moves):
