@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps = checkpoint_steps(a.steps, probe.steps())
     else:
         steps = [a.step if a.step is not None else probe.steps()[-1]]
-    solve = probe.config.solver if a.solver is None else a.solver
+    solve = probe.solver
     count = a.positions or None
     sets = {}
     for name in names:

@@ -140,13 +140,13 @@ class Probe:
         self.template = self.trainer.init()
         self.batch = batch
         self.apply = jax.jit(self.trainer.apply_fn)
+        # None: as the run trained.
+        self.solver = self.config.solver if solver is None else solver
         self.search = {}
         for s in simulations:
             # Automatic capacity (S + 1 nodes) and no reuse: one fresh search.
-            # solver None: as the run trained.
-            config = dataclasses.replace(
-                self.config, num_simulations=s, max_nodes=0, reuse_tree=False,
-                solver=self.config.solver if solver is None else solver)
+            config = dataclasses.replace(self.config, num_simulations=s, max_nodes=0,
+                                         reuse_tree=False, solver=self.solver)
             fns = selfplay.make_search_fns(config, self.trainer.env, self.trainer.apply_fn,
                                            self.trainer.game.num_actions)
             self.search[s] = jax.jit(
