@@ -216,7 +216,7 @@ def sample_batch(config: MuZeroConfig, model: selfplay.LearnedModel, buffer, key
         # MuZeroConfig refuses symmetry with the stochastic model.
         assert isinstance(batch, replay.Batch)
         batch = symmetry.random_augment(
-            batch, jax.random.fold_in(key, 2 * config.train_steps + step))
+            batch, jax.random.fold_in(key, 2 * config.train_steps + step), config.game)
     return batch
 
 

@@ -24,7 +24,8 @@ ROWS, COLUMNS = 6, 7
 # A tiny network and search: the rules, not the play, are under test.
 TINY = dict(game="connect_four", network_kind="resnet", channels=4, num_blocks=0,
             hidden=(8,), batch_size=6, segment_length=30, num_simulations=2,
-            buffer_size=512, train_batch_size=8, train_steps=1, td_steps=42)
+            buffer_size=512, train_batch_size=8, train_steps=1, td_steps=42,
+            symmetry_augment=True)
 
 
 def _wins(stones: np.ndarray) -> bool:
@@ -108,7 +109,9 @@ def test_the_example_evaluates_against_mcts_resumes_bit_for_bit_and_plays_the_ar
     from examples import muzero as example
     from jaxpuct.alphazero import checkpoints
 
-    flags = [f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+    flags = [(f"--{k.replace('_', '-')}" if v else f"--no-{k.replace('_', '-')}")
+             if isinstance(v, bool) else
+             f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
              for k, v in TINY.items()]
     config = example.config_lib.from_namespace(
         MuZeroConfig, example.build_parser(example.game_defaults(flags)).parse_args(flags))

@@ -1,7 +1,9 @@
 """jaxpuct.muzero.symmetry against oracles: the 8 permutations recomputed from
 board coordinates in NumPy, their group structure, the exact tic-tac-toe tables
 (optimal moves move with the board), a hand-built batch against a NumPy loop, and
-the example's jitted train step with ``symmetry_augment``.
+the example's jitted train step with ``symmetry_augment``; connect four's mirror
+against NumPy flips and against pgx's rules (mirrored moves replayed give the
+mirrored boards).
 
 Kept small: tiny shapes, one jitted function, a 4-row batch for the train step.
 """
@@ -153,9 +155,10 @@ def test_the_config_flag_refuses_games_without_symmetries_and_the_train_step_run
     from jaxpuct.alphazero import config as config_lib
     from jaxpuct.muzero import replay
 
-    for game in ("connect_four", "2048"):
-        with pytest.raises(ValueError, match="symmetry_augment"):
-            MuZeroConfig(game=game, symmetry_augment=True)
+    with pytest.raises(ValueError, match="symmetry_augment"):
+        MuZeroConfig(game="2048", symmetry_augment=True)
+    with pytest.raises(ValueError, match="symmetry_augment"):
+        symmetry.check_game("2048")
     args = example.build_parser().parse_args(["--symmetry-augment", "--policy", "alphazero"])
     config = config_lib.from_namespace(MuZeroConfig, args)
     assert config.symmetry_augment and not MuZeroConfig().symmetry_augment
@@ -182,3 +185,93 @@ def test_the_config_flag_refuses_games_without_symmetries_and_the_train_step_run
     changed = jax.tree.leaves(jax.tree.map(lambda a, b: bool(jnp.any(a != b)), params,
                                            ts.params))
     assert any(changed)
+
+
+_augment_c4 = jax.jit(symmetry.augment_batch, static_argnums=2)
+
+
+def c4_batch(rng: np.random.Generator, rows: int, k: int, sampled: bool) -> Batch:
+    """``rows`` connect-four unrolls of ``K = k`` with random planes, actions and
+    targets, and the consistency loss's next observations."""
+    policy = rng.dirichlet(np.ones(7), size=(rows, k + 1)).astype(np.float32)
+    policy_actions = None
+    if sampled:
+        policy = policy[..., :3]
+        policy_actions = jnp.asarray(rng.integers(0, 7, (rows, k + 1, 3)), jnp.int32)
+        policy_actions = policy_actions.at[:, :, 2].set(-1)  # an unfilled slot
+    targets = UnrollTargets(value=jnp.asarray(rng.normal(size=(rows, k + 1)), jnp.float32),
+                            reward=jnp.asarray(rng.normal(size=(rows, k + 1)), jnp.float32),
+                            policy=jnp.asarray(policy),
+                            policy_mask=jnp.asarray(rng.random((rows, k + 1)) < 0.7),
+                            policy_actions=policy_actions)
+    return Batch(obs=jnp.asarray(rng.random((rows, 6, 7, 2)) < 0.3),
+                 actions=jnp.asarray(rng.integers(0, 7, (rows, k)), jnp.int32),
+                 targets=targets, weights=jnp.asarray(rng.random(rows), jnp.float32),
+                 index=jnp.arange(rows, dtype=jnp.int32),
+                 next_obs=jnp.asarray(rng.random((rows, k, 6, 7, 2)) < 0.3))
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_connect_four_mirror_is_the_numpy_flip(sampled):
+    group = symmetry.GROUPS["connect_four"]
+    assert group.num_symmetries == 2
+    batch = c4_batch(np.random.default_rng(11), 6, 3, sampled)
+    ks = np.asarray([0, 1, 1, 0, 1, 0])
+    out = jax.tree.map(np.asarray, _augment_c4(batch, jnp.asarray(ks, jnp.int32),
+                                               "connect_four"))
+    src = jax.tree.map(np.asarray, batch)
+    for b, k in enumerate(ks):
+        flip = (lambda x: x[..., ::-1, :]) if k else (lambda x: x)  # the width axis
+        np.testing.assert_array_equal(out.obs[b], flip(src.obs[b]))
+        np.testing.assert_array_equal(out.next_obs[b], flip(src.next_obs[b]))
+        np.testing.assert_array_equal(out.actions[b],
+                                      6 - src.actions[b] if k else src.actions[b])
+        if sampled:
+            ids = src.targets.policy_actions[b]
+            expect = np.where(ids >= 0, 6 - ids, ids) if k else ids
+            np.testing.assert_array_equal(out.targets.policy_actions[b], expect)
+            np.testing.assert_array_equal(out.targets.policy[b], src.targets.policy[b])
+        else:
+            expect = src.targets.policy[b][:, ::-1] if k else src.targets.policy[b]
+            np.testing.assert_array_equal(out.targets.policy[b], expect)
+    for name in ("value", "reward", "policy_mask"):
+        np.testing.assert_array_equal(getattr(out.targets, name),
+                                      getattr(src.targets, name))
+    with pytest.raises(ValueError, match=r"connect_four batch has obs \[B, 6, 7, 2\]"):
+        symmetry.augment_batch(hand_built_batch(np.random.default_rng(0), False),
+                               jnp.zeros(8, jnp.int32), "connect_four")
+
+
+def test_connect_four_mirrored_moves_replayed_by_pgx_give_the_mirrored_boards():
+    """The rules' oracle: a random pgx game's unrolls (observation, action, next
+    observation), mirrored by ``augment_batch``, equal the observations pgx gives
+    when the mirrored actions are played from the empty board."""
+    pgx = pytest.importorskip("pgx")
+    env = pgx.make("connect_four")
+    init, step = jax.jit(env.init), jax.jit(env.step)
+    rng = np.random.default_rng(2)
+    state, observations, actions = init(jax.random.key(0)), [], []
+    while not bool(state.terminated) and len(actions) < 20:
+        observations.append(np.asarray(state.observation))
+        action = int(rng.choice(np.flatnonzero(np.asarray(state.legal_action_mask))))
+        actions.append(action)
+        state = step(state, action)
+    observations.append(np.asarray(state.observation))
+    plies = len(actions)
+    assert plies >= 8
+    obs = np.stack(observations)  # [plies + 1, 6, 7, 2]
+    unused = jnp.zeros((plies, 2), jnp.float32)
+    batch = Batch(obs=jnp.asarray(obs[:-1]), actions=jnp.asarray(actions, jnp.int32)[:, None],
+                  targets=UnrollTargets(value=unused, reward=unused,
+                                        policy=jnp.full((plies, 2, 7), 1 / 7, jnp.float32),
+                                        policy_mask=jnp.ones((plies, 2), bool)),
+                  weights=jnp.ones(plies), index=jnp.arange(plies, dtype=jnp.int32),
+                  next_obs=jnp.asarray(obs[1:, None]))
+    moved = _augment_c4(batch, jnp.ones(plies, jnp.int32), "connect_four")
+    mirror = init(jax.random.key(0))
+    for t in range(plies):
+        np.testing.assert_array_equal(np.asarray(moved.obs[t]), np.asarray(mirror.observation))
+        mirror = step(mirror, int(moved.actions[t, 0]))
+        np.testing.assert_array_equal(np.asarray(moved.next_obs[t, 0]),
+                                      np.asarray(mirror.observation))
+    assert not np.array_equal(np.asarray(moved.obs), obs[:-1])  # a non-trivial game

@@ -25,8 +25,8 @@ Modules, one job each:
   optax train step;
 * :mod:`.reanalyse`: fresh policy and value targets for a share of a batch,
   from a new search at the stored observations (Schrittwieser et al. 2021);
-* :mod:`.symmetry`: tic-tac-toe's 8 board symmetries applied to whole training
-  unrolls (observation, actions and policy targets together);
+* :mod:`.symmetry`: tic-tac-toe's 8 board symmetries and connect four's mirror
+  applied to whole training unrolls (observation, actions and policy targets together);
 * :mod:`.config` (a run's :class:`.config.MuZeroConfig`, whose command line is
   generated) and :mod:`.selfplay` (lockstep tic-tac-toe games and the minimax
   evaluation), used by ``examples/muzero.py``.

@@ -123,10 +123,10 @@ class MuZeroConfig:
       minmax_bounds: node (each node's own min-max Q bounds, as mctx) or tree (one
         pair per search, as the MuZero pseudocode's MinMaxStats); alphazero and
         sampled.
-      symmetry_augment: move each training unroll by one of the 8 rotations and
-        reflections of the board, drawn per row (start observation, every
-        action of the unroll and its policy targets together;
-        jaxpuct.muzero.symmetry); tic_tac_toe only.
+      symmetry_augment: move each training unroll by a symmetry of the board
+        drawn per row (start observation, every action of the unroll and its
+        policy targets together; jaxpuct.muzero.symmetry): tic_tac_toe's 8
+        rotations and reflections, connect_four's left-right mirror.
       consistency_weight: weight of EfficientZero's temporal-consistency loss
         (Ye et al. 2021; jaxpuct.muzero.training.consistency_loss: each unrolled
         latent pulled towards the representation of the real next observation;
