@@ -19,6 +19,12 @@ from jaxpuct.testing import synthetic
 # Fewer is welcome: lower the number.
 RECORDED_DEPTH_KERNELS = 68  # 74 before tree reads and writes became single gathers
 RECORDED_DEPTH_LOOPS = 2
+# Kernels per simulation outside the depth loops, same setting (alphazero_policy as
+# above; gumbel_policy with its defaults, B = 2, A = 8). The root's selection now
+# runs as the first iteration of the walk's loop (SelectionRule.every_depth):
+# 176 and 194 before; Gumbel's depth step went from 78 to 82 kernels for it.
+RECORDED_FIXED_KERNELS = {"alphazero": 162, "gumbel": 173}
+RECORDED_GUMBEL_DEPTH_KERNELS = 82
 
 # Two nested loops: a fori loop of 8 iterations around a while loop of unknown
 # trip count; a fusion that slices a [4, 100] f32 parameter and one that updates
@@ -129,6 +135,31 @@ def test_kernels_per_depth_step_do_not_grow():
     assert cost.depth.kernels <= RECORDED_DEPTH_KERNELS, (
         f"kernels per depth step grew: {cost.depth.kernels:.0f} > "
         f"{RECORDED_DEPTH_KERNELS} recorded (see this file's comment)")
+
+
+def _compiled_policies() -> dict[str, str]:
+    root, recurrent_fn = synthetic.synthetic_game(2, 8)
+    policies = {
+        "alphazero": lambda key: jaxpuct.alphazero_policy(
+            None, key, root, recurrent_fn, 8, dirichlet_fraction=0.0).action,
+        "gumbel": lambda key: jaxpuct.gumbel_policy(None, key, root, recurrent_fn, 8).action,
+    }
+    return {name: jax.jit(policy).lower(jax.random.PRNGKey(0)).compile().as_text()
+            for name, policy in policies.items()}
+
+
+def test_kernels_per_simulation_outside_the_depth_loops_do_not_grow():
+    texts = _compiled_policies()
+    for name, text in texts.items():
+        cost = kernels.per_simulation(kernels.Program(text), 8)
+        assert cost.fixed.kernels <= RECORDED_FIXED_KERNELS[name], (
+            f"{name}: kernels per simulation outside the depth loops grew: "
+            f"{cost.fixed.kernels:.0f} > {RECORDED_FIXED_KERNELS[name]} recorded")
+        if name == "gumbel":
+            assert cost.depth.kernels <= RECORDED_GUMBEL_DEPTH_KERNELS
+    # The search's keys come from one threefry call (each is a rolled loop of 5
+    # rounds on CPU, and a large kernel to compile): with Gumbel's draw, two in all.
+    assert texts["gumbel"].count('"known_trip_count":{"n":"5"}') == 2
 
 
 def test_time_mode_writes_a_row_per_policy_with_mctx_over_jaxpuct(tmp_path):
