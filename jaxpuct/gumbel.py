@@ -53,7 +53,7 @@ from jaxpuct.expanders import RecurrentExpander
 from jaxpuct.final_move import lcb_action
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import gather_rows
-from jaxpuct.selection import ActionFn, SelectionRule, node_prior
+from jaxpuct.selection import ActionFn, SelectionRule
 from jaxpuct.solver import SolverConfig
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
 from jaxpuct.types import PolicyOutput, RecurrentFn
@@ -239,9 +239,9 @@ class NodeStats(Replaceable):
 
 
 def node_stats(tree: Tree, config: CompletedQConfig, node: jax.Array,
-               is_root: bool | jax.Array) -> NodeStats:
-    """:class:`NodeStats` at ``node [B]``; the root uses ``tree.root_prior``
-    (``is_root`` static, or a traced scalar bool that selects it).
+               is_root: bool) -> NodeStats:
+    """:class:`NodeStats` at ``node [B]``; the root (static ``is_root``) uses
+    ``tree.root_prior``.
 
     A Q is known on an edge with a stored child and a visit: an edge visited
     after the tree filled up has no child and counts as unvisited here, and an
@@ -250,7 +250,7 @@ def node_stats(tree: Tree, config: CompletedQConfig, node: jax.Array,
     children = gather_rows(tree.children_index, node)
     legal = children != ILLEGAL
     visits = jnp.where(legal, gather_rows(tree.edge_visits, node), 0)
-    prior = node_prior(tree, node, is_root)
+    prior = tree.root_prior if is_root else gather_rows(tree.children_prior, node)
     qvalues = edge_qvalues(tree, node, children)
     has_q = (children >= 0) & (visits > 0)
     sigma = scaled_completed_qvalues(config, gather_rows(tree.raw_values, node), prior,
@@ -309,22 +309,6 @@ def gumbel_interior_rule(config: CompletedQConfig) -> ActionFn:
     return action
 
 
-def _root_scores(gumbel: jax.Array, base_visits: jax.Array, num_considered: jax.Array,
-                 table: np.ndarray):
-    """``NodeStats [B] -> [B, A]``: :func:`considered_scores` at the root with the
-    schedule's considered visit of the current simulation."""
-    schedule = jnp.asarray(table)
-    last = table.shape[1] - 1
-
-    def scores(stats: NodeStats) -> jax.Array:
-        new_visits = stats.visits - base_visits
-        simulation = jnp.clip(jnp.sum(new_visits, axis=-1), 0, last)
-        considered_visit = schedule[num_considered, simulation]
-        return considered_scores(stats, gumbel, new_visits, considered_visit)
-
-    return scores
-
-
 def gumbel_root_rule(config: CompletedQConfig, gumbel: jax.Array, base_visits: jax.Array,
                      num_considered: jax.Array, table: np.ndarray) -> ActionFn:
     """The root ``ActionFn``: sequential halving with Gumbel.
@@ -337,45 +321,20 @@ def gumbel_root_rule(config: CompletedQConfig, gumbel: jax.Array, base_visits: j
       num_considered: ``[B]`` int32 ``min(m, number of legal root actions)``.
       table: ``[m + 1, S]`` :func:`considered_visits_table`.
     """
-    root_scores = _root_scores(gumbel, base_visits, num_considered, table)
+    schedule = jnp.asarray(table)
+    last = table.shape[1] - 1
 
     def action(tree: Tree, node: jax.Array, depth: jax.Array,
                rng_keys: jax.Array) -> jax.Array:
         del depth, rng_keys  # the randomness is the Gumbel draw
-        scores = root_scores(node_stats(tree, config, node, is_root=True))
+        stats = node_stats(tree, config, node, is_root=True)
+        new_visits = stats.visits - base_visits
+        simulation = jnp.clip(jnp.sum(new_visits, axis=-1), 0, last)
+        considered_visit = schedule[num_considered, simulation]
+        scores = considered_scores(stats, gumbel, new_visits, considered_visit)
         return jnp.argmax(scores, axis=-1).astype(jnp.int32)
 
     return action
-
-
-def gumbel_selection_rule(config: CompletedQConfig, gumbel: jax.Array,
-                          base_visits: jax.Array, num_considered: jax.Array,
-                          table: np.ndarray) -> SelectionRule:
-    """Sequential halving at the root (:func:`gumbel_root_rule`, same arguments),
-    the deterministic rule inside (:func:`gumbel_interior_rule`), and both as one
-    ``every_depth`` function for the walk.
-
-    ``every_depth`` computes the completed Q once per step and takes the root's
-    scores where ``depth == 0``, the interior's elsewhere. Below the root the
-    root's scores are computed and discarded (a few ``[B, A]`` element-wise
-    operations per step); in exchange XLA compiles one walk step, not two: on
-    the synthetic search of ``benchmarks.kernels`` (``B = 64, A = 82, S = 64``)
-    the kernels of the simulation loop outside its depth loops went from 86 to
-    about 50 (``docs/benchmarks.md``, "Compile time").
-    """
-    root_scores = _root_scores(gumbel, base_visits, num_considered, table)
-
-    def every_depth(tree: Tree, node: jax.Array, depth: jax.Array,
-                    rng_keys: jax.Array) -> jax.Array:
-        del rng_keys  # the randomness is the Gumbel draw
-        at_root = depth == 0
-        stats = node_stats(tree, config, node, is_root=at_root)
-        scores = jnp.where(at_root, root_scores(stats), interior_scores(stats))
-        return jnp.argmax(scores, axis=-1).astype(jnp.int32)
-
-    return SelectionRule(root=gumbel_root_rule(config, gumbel, base_visits, num_considered,
-                                               table),
-                         interior=gumbel_interior_rule(config), every_depth=every_depth)
 
 
 # ---------------------------------------------------------------------- policy
@@ -469,7 +428,9 @@ def gumbel_policy(
                              tree=tree, max_nodes=max_nodes, graph=graph)
     root_search = GumbelRoot.begin(prepared, qtransform, max_num_considered_actions,
                                    num_simulations, gumbel, gumbel_scale)
-    rule = frame.selection_rule(root_search.selection_rule(), options)
+    rule = frame.selection_rule(SelectionRule(root=root_search.rule(),
+                                              interior=gumbel_interior_rule(qtransform)),
+                                options)
     tree = prepared.tree
     expander = RecurrentExpander(recurrent_fn, tree.num_actions, tree.graph)
     search_tree, _ = frame.search(params, prepared, expander, rule, options)
@@ -566,11 +527,6 @@ class GumbelRoot:
         """The root ``ActionFn`` (sequential halving with the draw)."""
         return gumbel_root_rule(self.qtransform, self.gumbel, self.start.visits,
                                 self.num_considered, self.table)
-
-    def selection_rule(self) -> SelectionRule:
-        """:func:`gumbel_selection_rule` with the draw: root, interior and both."""
-        return gumbel_selection_rule(self.qtransform, self.gumbel, self.start.visits,
-                                     self.num_considered, self.table)
 
     def move(self, tree: Tree, final_move: str, solver: bool
              ) -> tuple[jax.Array, jax.Array]:

@@ -857,7 +857,9 @@ def sampled_gumbel_policy(
     root_search = gumbel_lib.GumbelRoot.begin(
         prepared, qtransform, min(max_num_considered_actions, num_samples), num_simulations,
         samples.gumbel, gumbel_scale)
-    rule = frame.selection_rule(root_search.selection_rule(), options)
+    rule = frame.selection_rule(SelectionRule(
+        root=root_search.rule(), interior=gumbel_lib.gumbel_interior_rule(qtransform)),
+        options)
     search_tree, _ = frame.search(params, prepared, SampledExpander(recurrent_fn, layout),
                                   rule, options)
     slot, weights = root_search.move(search_tree, final_move, False)

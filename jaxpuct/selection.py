@@ -388,40 +388,22 @@ class SelectionRule:
     same score at both with different priors (noised at the root) and FPU
     reductions; Gumbel search (Danihelka et al. 2022) uses sequential halving at
     the root and a deterministic rule inside.
-
-    ``every_depth``, when given, is one ``ActionFn`` that picks at every depth
-    (the root where its traced ``depth`` is 0) and must equal ``root`` there and
-    ``interior`` below. The walk then runs the root step inside its depth loop
-    instead of before it, so XLA compiles one step of the walk instead of two
-    (a compile-time saving, at the price of the root's extra terms computed and
-    discarded at every deeper step). Rules that wrap ``root`` and ``interior``
-    (extensions, chance nodes) build a new rule without it and stay correct.
     """
 
     root: ActionFn
     interior: ActionFn
-    every_depth: ActionFn | None = None
 
 
-def node_prior(tree: Tree, node: jax.Array, is_root: bool | jax.Array) -> jax.Array:
-    """``[B, A]`` the prior at ``node [B]``: the root's own (``tree.root_prior``, with
-    any noise) where ``is_root`` (a static bool, or a traced scalar bool for a
-    rule used at every depth), the stored ``children_prior`` row elsewhere."""
-    if isinstance(is_root, bool):
-        return tree.root_prior if is_root else gather_rows(tree.children_prior, node)
-    return jnp.where(is_root, tree.root_prior, gather_rows(tree.children_prior, node))
-
-
-def node_scores(tree: Tree, config: PUCTConfig, node: jax.Array, is_root: bool | jax.Array,
+def node_scores(tree: Tree, config: PUCTConfig, node: jax.Array, is_root: bool,
                 rng_keys: jax.Array) -> jax.Array:
     """``[B, A]`` PUCT scores at ``node [B]`` (``-inf`` at illegal actions).
 
-    ``is_root`` (static, or a traced scalar bool) selects the root prior (with
-    any noise) and the root's FPU reduction.
+    ``is_root`` (static) selects the root prior (with any noise) and the root's
+    FPU reduction.
     """
     children = gather_rows(tree.children_index, node)
     visits = gather_rows(tree.edge_visits, node)
-    prior = node_prior(tree, node, is_root)
+    prior = tree.root_prior if is_root else gather_rows(tree.children_prior, node)
     uniform = None
     if config.tie_noise > 0:
         # Each tree draws from its own key, so batch elements stay independent.
@@ -469,11 +451,11 @@ def puct_rule(config: PUCTConfig) -> SelectionRule:
     """The PUCT ``SelectionRule`` of ``config``: the argmax of :func:`node_scores`
     (lowest index on ties unless ``tie_noise > 0``)."""
 
-    def choose(is_root: bool | None) -> ActionFn:
+    def choose(is_root: bool) -> ActionFn:
         def action(tree, node, depth, rng_keys):
-            at_root = depth == 0 if is_root is None else is_root
-            scores = node_scores(tree, config, node, at_root, rng_keys)
+            del depth
+            scores = node_scores(tree, config, node, is_root, rng_keys)
             return jnp.argmax(scores, axis=-1).astype(jnp.int32)
         return action
 
-    return SelectionRule(root=choose(True), interior=choose(False), every_depth=choose(None))
+    return SelectionRule(root=choose(True), interior=choose(False))

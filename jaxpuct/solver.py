@@ -79,14 +79,7 @@ import jax.numpy as jnp
 from jaxpuct.extensions import Extension
 from jaxpuct.indexing import row_set, row_take
 from jaxpuct.numerics import gather_rows
-from jaxpuct.selection import (
-    PUCTConfig,
-    SelectionRule,
-    node_prior,
-    node_scores,
-    puct_qvalues,
-    tree_bounds,
-)
+from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores, puct_qvalues, tree_bounds
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues, present
 
 UNPROVEN = -1  # proof_plies of a node with no proof
@@ -338,14 +331,14 @@ def dominated_edges(legal: jax.Array, child_proven: jax.Array, edge_value: jax.A
     return dominated & ~everything
 
 
-def exploitation_scores(tree: Tree, config: PUCTConfig, node: jax.Array,
-                        is_root: bool | jax.Array) -> jax.Array:
+def exploitation_scores(tree: Tree, config: PUCTConfig, node: jax.Array, is_root: bool
+                        ) -> jax.Array:
     """``[B, A]`` the Q part of the PUCT score at ``node [B]`` (completed and, if the
     rule says so, normalised as :func:`jaxpuct.selection.node_scores` does), without
     the exploration term."""
     children = gather_rows(tree.children_index, node)
     visits = gather_rows(tree.edge_visits, node)
-    prior = node_prior(tree, node, is_root)
+    prior = tree.root_prior if is_root else gather_rows(tree.children_prior, node)
     return puct_qvalues(config, prior, visits, edge_qvalues(tree, node, children),
                              (children >= 0) & (visits > 0), gather_rows(tree.node_values, node),
                              jnp.asarray(is_root), tree_bounds(tree, config))
@@ -357,18 +350,18 @@ def solver_rule(config: PUCTConfig, solver: SolverConfig) -> SelectionRule:
     teaches nothing, so the unproven moves get the walks unless their ``Q + U`` is
     below it) and :func:`dominated_edges` are masked out (``-inf``)."""
 
-    def choose(is_root: bool | None):
+    def choose(is_root: bool):
         def action(tree, node, depth, rng_keys):
-            is_root_here = depth == 0 if is_root is None else is_root
-            scores = node_scores(tree, config, node, is_root_here, rng_keys)
+            del depth
+            scores = node_scores(tree, config, node, is_root, rng_keys)
             legal, child_proven, edge_value, _ = node_edges(tree, node)
-            exact = exploitation_scores(tree, config, node, is_root_here)
+            exact = exploitation_scores(tree, config, node, is_root)
             scores = jnp.where(child_proven & legal, exact, scores)
             skip = dominated_edges(legal, child_proven, edge_value, solver.value_bound)
             return jnp.argmax(jnp.where(skip, -jnp.inf, scores), axis=-1).astype(jnp.int32)
         return action
 
-    return SelectionRule(root=choose(True), interior=choose(False), every_depth=choose(None))
+    return SelectionRule(root=choose(True), interior=choose(False))
 
 
 def best_child(legal: jax.Array, child_proven: jax.Array, edge_value: jax.Array,

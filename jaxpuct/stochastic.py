@@ -190,19 +190,12 @@ def stochastic_rule(decision: SelectionRule) -> SelectionRule:
     """``decision``'s rule at decision nodes, the chance quota rule at chance
     nodes (the root is a decision node)."""
 
-    def at_chance_nodes(pick):
-        def action(tree, node, depth, rng_keys):
-            decided = pick(tree, node, depth, rng_keys)
-            outcome = jnp.argmax(chance_scores(tree, node), axis=-1).astype(jnp.int32)
-            return jnp.where(gather_rows(is_decision_node(tree), node), decided, outcome)
-        return action
+    def interior(tree, node, depth, rng_keys):
+        action = decision.interior(tree, node, depth, rng_keys)
+        outcome = jnp.argmax(chance_scores(tree, node), axis=-1).astype(jnp.int32)
+        return jnp.where(gather_rows(is_decision_node(tree), node), action, outcome)
 
-    # The root is a decision node, so ``every_depth`` keeps the decision rule's
-    # own choice there.
-    every_depth = decision.every_depth
-    return SelectionRule(root=decision.root, interior=at_chance_nodes(decision.interior),
-                         every_depth=None if every_depth is None
-                         else at_chance_nodes(every_depth))
+    return SelectionRule(root=decision.root, interior=interior)
 
 
 # ------------------------------------------------------------------ checks
@@ -793,7 +786,8 @@ def stochastic_gumbel_policy(
         roots.append(gumbel_lib.GumbelRoot.begin(prepared, qtransform,
                                                  max_num_considered_actions,
                                                  num_simulations, gumbel, gumbel_scale))
-        return roots[0].selection_rule()
+        return SelectionRule(root=roots[0].rule(),
+                             interior=gumbel_lib.gumbel_interior_rule(qtransform))
 
     search_tree, _, _ = _stochastic_call(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,

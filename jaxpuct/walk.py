@@ -140,8 +140,7 @@ def select(tree: Tree, rule: SelectionRule, max_depth: int, rng_keys: jax.Array,
     """Walks every tree from the root and records the path (module docstring).
 
     The root step runs once, outside the loop, with ``rule.root``; the loop then
-    uses ``rule.interior`` (with ``rule.every_depth`` the loop takes every step,
-    the root's included). ``path_nodes [B, D + 1]`` (column 0 holding the root)
+    uses ``rule.interior``. ``path_nodes [B, D + 1]`` (column 0 holding the root)
     and ``path_actions [B, D]`` are the buffers to record into (entries past a
     walk's length are never read, so they are reused without clearing);
     ``rng_keys [B]`` are folded with the depth for each step's rule; ``marks
@@ -164,17 +163,14 @@ def select(tree: Tree, rule: SelectionRule, max_depth: int, rng_keys: jax.Array,
         num_edges=jnp.zeros((batch_size,), jnp.int32),
         expand=jnp.zeros((batch_size,), jnp.bool_),
         marks=marks)
-    pick = rule.every_depth
-    if pick is None:
-        action = rule.root(tree, root, state.depth, step_keys(state.depth))
-        state = _advance(tree, state, action, max_depth, stop_fn, sim)
-        pick = rule.interior
+    action = rule.root(tree, root, state.depth, step_keys(state.depth))
+    state = _advance(tree, state, action, max_depth, stop_fn, sim)
 
     def cond(state: _WalkState):
         return jnp.any(state.active) & (state.depth < max_depth)
 
     def body(state: _WalkState) -> _WalkState:
-        action = pick(tree, state.node, state.depth, step_keys(state.depth))
+        action = rule.interior(tree, state.node, state.depth, step_keys(state.depth))
         return _advance(tree, state, action, max_depth, stop_fn, sim)
 
     state = jax.lax.while_loop(cond, body, state)

@@ -14,7 +14,6 @@ Every search is a module-level jitted function with small fixed shapes.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -475,70 +474,6 @@ def test_tree_reuse_schedules_only_the_new_simulations():
     jaxpuct.testing.check_tree(second.search_tree)
     for a, b in zip(jax.tree.leaves(fresh), jax.tree.leaves(continued), strict=True):
         np.testing.assert_array_equal(a, b)
-
-
-# ------------------------------------------- one walk step for root and interior
-
-
-def _two_step_rule(monkeypatch):
-    """Makes ``gumbel_policy`` walk with its separate root and interior rules (the
-    walk's root step before its depth loop) instead of ``every_depth``."""
-    original = gumbel_lib.GumbelRoot.selection_rule
-
-    def selection_rule(self):
-        rule = original(self)
-        assert rule.every_depth is not None
-        return dataclasses.replace(rule, every_depth=None)
-
-    monkeypatch.setattr(gumbel_lib.GumbelRoot, "selection_rule", selection_rule)
-
-
-def _both_walks(monkeypatch, fn, *args):
-    """``fn(*args)`` traced afresh with the one-step walk, then with the two-step
-    one."""
-    fused = jax.jit(fn)(*args)
-    _two_step_rule(monkeypatch)
-    return fused, jax.jit(fn)(*args)
-
-
-def _assert_bit_identical(a, b):
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-
-
-def test_the_one_step_walk_equals_root_then_interior_on_reused_deep_trees(monkeypatch):
-    """``every_depth`` (the default walk) against ``root`` before the loop and
-    ``interior`` inside it: bit-identical trees, moves and targets, on deep
-    synthetic trees, a node capacity below the simulations and a reused tree
-    (whose inherited root visits the schedule subtracts)."""
-
-    def searches(key):
-        root, recurrent_fn = synthetic.synthetic_game(EXT_B, EXT_A, logit_scale=2.0)
-        first = jaxpuct.gumbel_policy(None, key, root, recurrent_fn, REUSE_S1,
-                                      max_num_considered_actions=4, max_nodes=40)
-        sub, _ = jaxpuct.subtree(first.search_tree, first.action)
-        second = jaxpuct.gumbel_policy(None, jax.random.fold_in(key, 1), None, recurrent_fn,
-                                       REUSE_S2, max_num_considered_actions=4, tree=sub)
-        return first, second
-
-    with pytest.warns(UserWarning, match="max_nodes"):
-        fused, two_step = _both_walks(monkeypatch, searches, jax.random.PRNGKey(21))
-    _assert_bit_identical(fused, two_step)
-    assert _max_depth(fused[0].search_tree) >= 4
-
-
-def test_the_one_step_walk_equals_root_then_interior_with_graph_and_solver(monkeypatch):
-    state = tictactoe.batch(TTT_POSITIONS)
-
-    def search(key, state):
-        root = tictactoe.root(state, with_hash=True)
-        return jaxpuct.gumbel_policy(None, key, root,
-                                     tictactoe.make_recurrent_fn(with_hash=True), TTT_S,
-                                     graph=jaxpuct.GraphConfig(), solver=True)
-
-    fused, two_step = _both_walks(monkeypatch, search, jax.random.PRNGKey(22), state)
-    _assert_bit_identical(fused, two_step)
-    assert (np.asarray(fused.search_tree.num_nodes) < TTT_S + 1).any()  # transpositions
 
 
 # ------------------------------------------------------------------ bad input

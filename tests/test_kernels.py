@@ -20,11 +20,12 @@ from jaxpuct.testing import synthetic
 RECORDED_DEPTH_KERNELS = 68  # 74 before tree reads and writes became single gathers
 RECORDED_DEPTH_LOOPS = 2
 # Kernels per simulation outside the depth loops, same setting (alphazero_policy as
-# above; gumbel_policy with its defaults, B = 2, A = 8). The root's selection now
-# runs as the first iteration of the walk's loop (SelectionRule.every_depth):
-# 176 and 194 before; Gumbel's depth step went from 78 to 82 kernels for it.
-RECORDED_FIXED_KERNELS = {"alphazero": 162, "gumbel": 173}
-RECORDED_GUMBEL_DEPTH_KERNELS = 82
+# above; gumbel_policy with its defaults, B = 2, A = 8), and Gumbel's depth step. The
+# root step inside the walk's loop took them to 162 and 173 (Gumbel's depth step to
+# 82) but cost Gumbel 6-9% of its CPU run time; it was not kept (docs/benchmarks.md,
+# "Compile time").
+RECORDED_FIXED_KERNELS = {"alphazero": 176, "gumbel": 194}
+RECORDED_GUMBEL_DEPTH_KERNELS = 78
 
 # Two nested loops: a fori loop of 8 iterations around a while loop of unknown
 # trip count; a fusion that slices a [4, 100] f32 parameter and one that updates
