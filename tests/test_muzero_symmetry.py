@@ -81,20 +81,29 @@ def test_optimal_moves_move_with_the_board():
                                       optimal[codes][:, symmetry.CELLS[k]])
 
 
+def random_targets(rng: np.random.Generator, rows: int, k: int, num_actions: int,
+                   sampled: bool) -> UnrollTargets:
+    """Random ``[rows, K + 1]`` targets over ``num_actions``; ``sampled``: weights over
+    ``num_actions // 2`` sampled ids instead, the last slot unfilled (-1)."""
+    policy = rng.dirichlet(np.ones(num_actions), size=(rows, k + 1)).astype(np.float32)
+    policy_actions = None
+    if sampled:
+        slots = num_actions // 2
+        policy = policy[..., :slots]
+        policy_actions = jnp.asarray(rng.integers(0, num_actions, (rows, k + 1, slots)),
+                                     jnp.int32)
+        policy_actions = policy_actions.at[:, :, slots - 1].set(-1)  # an unfilled slot
+    return UnrollTargets(value=jnp.asarray(rng.normal(size=(rows, k + 1)), jnp.float32),
+                         reward=jnp.asarray(rng.normal(size=(rows, k + 1)), jnp.float32),
+                         policy=jnp.asarray(policy),
+                         policy_mask=jnp.asarray(rng.random((rows, k + 1)) < 0.7),
+                         policy_actions=policy_actions)
+
+
 def hand_built_batch(rng: np.random.Generator, sampled: bool) -> Batch:
     """8 rows (one per symmetry), unrolls of K = 2, random planes and targets."""
     rows, k = 8, 2
-    policy = rng.dirichlet(np.ones(9), size=(rows, k + 1)).astype(np.float32)
-    policy_actions = None
-    if sampled:
-        policy = policy[..., :4]
-        policy_actions = jnp.asarray(rng.integers(0, 9, (rows, k + 1, 4)), jnp.int32)
-        policy_actions = policy_actions.at[:, :, 3].set(-1)  # an unfilled slot
-    targets = UnrollTargets(value=jnp.asarray(rng.normal(size=(rows, k + 1)), jnp.float32),
-                            reward=jnp.asarray(rng.normal(size=(rows, k + 1)), jnp.float32),
-                            policy=jnp.asarray(policy),
-                            policy_mask=jnp.asarray(rng.random((rows, k + 1)) < 0.7),
-                            policy_actions=policy_actions)
+    targets = random_targets(rng, rows, k, 9, sampled)
     return Batch(obs=jnp.asarray(rng.integers(0, 2, (rows, 18)), jnp.float32),
                  actions=jnp.asarray(rng.integers(0, 9, (rows, k)), jnp.int32),
                  targets=targets, weights=jnp.asarray(rng.random(rows), jnp.float32),
@@ -193,17 +202,7 @@ _augment_c4 = jax.jit(symmetry.augment_batch, static_argnums=2)
 def c4_batch(rng: np.random.Generator, rows: int, k: int, sampled: bool) -> Batch:
     """``rows`` connect-four unrolls of ``K = k`` with random planes, actions and
     targets, and the consistency loss's next observations."""
-    policy = rng.dirichlet(np.ones(7), size=(rows, k + 1)).astype(np.float32)
-    policy_actions = None
-    if sampled:
-        policy = policy[..., :3]
-        policy_actions = jnp.asarray(rng.integers(0, 7, (rows, k + 1, 3)), jnp.int32)
-        policy_actions = policy_actions.at[:, :, 2].set(-1)  # an unfilled slot
-    targets = UnrollTargets(value=jnp.asarray(rng.normal(size=(rows, k + 1)), jnp.float32),
-                            reward=jnp.asarray(rng.normal(size=(rows, k + 1)), jnp.float32),
-                            policy=jnp.asarray(policy),
-                            policy_mask=jnp.asarray(rng.random((rows, k + 1)) < 0.7),
-                            policy_actions=policy_actions)
+    targets = random_targets(rng, rows, k, 7, sampled)
     return Batch(obs=jnp.asarray(rng.random((rows, 6, 7, 2)) < 0.3),
                  actions=jnp.asarray(rng.integers(0, 7, (rows, k)), jnp.int32),
                  targets=targets, weights=jnp.asarray(rng.random(rows), jnp.float32),
