@@ -177,17 +177,6 @@ class Prepared(NamedTuple):
     legal: jax.Array
 
 
-def search_keys(rng_key: jax.Array, batch_size: int
-                ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """``(shared, elements [B], noise [B], sample [B])``: the keys of one search,
-    from one key or a batch of ``B`` keys (:func:`jaxpuct.validation.split_keys`
-    with three keys per tree): the expander's shared key, each tree's selection
-    key (tie noise, sampled actions), root-noise key and move key (Gumbel's draw,
-    sampling the move)."""
-    shared, per_tree = validation.split_keys(rng_key, batch_size, per_element=3)
-    return shared, per_tree[:, 0], per_tree[:, 1], per_tree[:, 2]
-
-
 def prepare(root: Any, rng_key: jax.Array, num_simulations: int,
             invalid_actions: jax.Array | None, options: Options, *,
             tree: Tree | None = None, max_nodes: int | None = None,
@@ -231,7 +220,9 @@ def prepare(root: Any, rng_key: jax.Array, num_simulations: int,
                 "a tree of all actions by the other policies.")
     if invalid_actions is not None:
         validation.check_mask("invalid_actions", invalid_actions, (batch_size, num_actions))
-    shared_key, element_keys, noise_keys, sample_keys = search_keys(rng_key, batch_size)
+    shared_key, element_keys = validation.split_keys(rng_key, batch_size)
+    pairs = jax.vmap(lambda k: jax.random.split(k, 2))(element_keys)
+    noise_keys, sample_keys = pairs[:, 0], pairs[:, 1]
     if tree is None:
         prior, legal = root_prior_and_legal(root, invalid_actions)
     else:

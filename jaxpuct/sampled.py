@@ -604,7 +604,7 @@ def _sampled_root(root: Any, rng_key: jax.Array, invalid_actions: jax.Array | No
                              f"{type(space).__name__}: continuous samples are all actions.")
         validation.check_mask("invalid_actions", invalid_actions, (batch_size, width))
     legal = root_legal_mask(root, invalid_actions) if not space.continuous else None
-    element_keys = frame.search_keys(rng_key, batch_size)[1]
+    element_keys = validation.split_keys(rng_key, batch_size)[1]
     keys = _raw_keys(jax.vmap(jax.random.fold_in, (0, None))(element_keys, _SAMPLE_SALT))
     samples = _draw(space, keys, root.prior_logits, legal, layout)
     return RootFnOutput(

@@ -518,7 +518,7 @@ def _stochastic_call(params: Any, rng_key: jax.Array, root: Any, functions: tupl
             "values from the children, not from returns): use chance_backup='visits'.")
     if tree is None:
         batch_size = validation.check_root(root)[0]
-        shared_key = frame.search_keys(rng_key, batch_size)[0]
+        shared_key = validation.split_keys(rng_key, batch_size)[0]
         wide, layout = _stochastic_root(root, params, shared_key, decision_recurrent_fn)
         capacity = frame.capacity(None, call.max_nodes, num_simulations)
     else:

@@ -365,36 +365,24 @@ def check_recurrent_output(output: Any, embedding: Any, batch_size: int,
                 f"root.embedding (the tree stores it), got {new_leaf.dtype}.")
 
 
-def split_keys(rng_key: jax.Array, batch_size: int, per_element: int = 1
-               ) -> tuple[jax.Array, jax.Array]:
-    """Accepts one key or a batch of keys; returns ``(shared_key, per_element_keys)``,
-    the latter ``[B]`` (``per_element`` 1) or ``[B, per_element]``.
+def split_keys(rng_key: jax.Array, batch_size: int) -> tuple[jax.Array, jax.Array]:
+    """Accepts one key or a batch of keys; returns ``(shared_key, per_element_keys [B])``.
 
     With a batch of keys, element ``b`` uses only ``rng_key[b]`` for its own
     randomness (noise, sampling), so a batch searched together equals its
-    elements searched alone with the matching keys: its keys are ``rng_key[b]``
-    itself (``per_element`` 1) or ``split(rng_key[b], per_element)``. The shared
-    key (for ``recurrent_fn``) is then derived from ``rng_key[0]``. With one key,
-    every key comes from one ``split`` of it (``1 + B * per_element`` keys): on
-    CPU each threefry call is a loop and a large kernel of its own, and the
-    search's compile time grows with each.
+    elements searched alone with the matching keys. The shared key (for
+    ``recurrent_fn``) is then derived from ``rng_key[0]``.
     """
     key = jnp.asarray(rng_key)
     typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
     single_ndim = 0 if typed else 1
     if key.ndim == single_ndim:
-        keys = jax.random.split(key, 1 + batch_size * per_element)
-        rest = keys[1:]
-        if per_element > 1:
-            rest = rest.reshape((batch_size, per_element) + rest.shape[1:])
-        return keys[0], rest
+        shared, per_element = jax.random.split(key)
+        return shared, jax.random.split(per_element, batch_size)
     if key.ndim == single_ndim + 1:
         if key.shape[0] != batch_size:
             raise ValueError(f"rng_key must be one key or a batch of B={batch_size} keys, "
                              f"got shape {list(key.shape)}.")
-        shared = jax.random.fold_in(key[0], SHARED_KEY_SALT)
-        if per_element == 1:
-            return shared, key
-        return shared, jax.vmap(lambda k: jax.random.split(k, per_element))(key)
+        return jax.random.fold_in(key[0], SHARED_KEY_SALT), key
     raise ValueError(f"rng_key must be one key or a batch of B={batch_size} keys, "
                      f"got shape {list(key.shape)}.")

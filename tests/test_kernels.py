@@ -158,9 +158,6 @@ def test_kernels_per_simulation_outside_the_depth_loops_do_not_grow():
             f"{cost.fixed.kernels:.0f} > {RECORDED_FIXED_KERNELS[name]} recorded")
         if name == "gumbel":
             assert cost.depth.kernels <= RECORDED_GUMBEL_DEPTH_KERNELS
-    # The search's keys come from one threefry call (each is a rolled loop of 5
-    # rounds on CPU, and a large kernel to compile): with Gumbel's draw, two in all.
-    assert texts["gumbel"].count('"known_trip_count":{"n":"5"}') == 2
 
 
 def test_time_mode_writes_a_row_per_policy_with_mctx_over_jaxpuct(tmp_path):
