@@ -198,8 +198,11 @@ def test_self_play_with_the_sampled_policy_stores_legal_distinct_samples_with_th
     for row_ids, row_legal, row_w, move in zip(ids, games.legal[steps], weights,
                                                games.action[steps], strict=True):
         # Three distinct legal samples while three moves are legal, every legal one
-        # after (the slots a search cannot fill hold a placeholder id of weight 0).
-        legal_ids = [a for a in row_ids if row_legal[a]]
-        assert len(legal_ids) == len(set(legal_ids)) == min(3, row_legal.sum())
+        # after: the filled slots first, then the slots a search cannot fill, which
+        # hold the placeholder id 0 with weight 0 (a legal id or not, so they are
+        # read with their weights; jaxpuct.sampled.gumbel_top_k).
+        filled = int(min(3, row_legal.sum()))
+        assert len(set(row_ids[:filled])) == filled and row_legal[row_ids[:filled]].all()
+        assert (row_ids[filled:] == 0).all() and (row_w[filled:] == 0).all()
         assert row_legal[row_ids[row_w > 0]].all() and move in row_ids[row_w > 0]
         np.testing.assert_allclose(row_w.sum(), 1.0, atol=1e-6)
