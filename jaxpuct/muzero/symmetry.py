@@ -59,14 +59,14 @@ def check_game(game: str) -> None:
 
 
 def _move_obs(game: str, obs: jax.Array, k: jax.Array) -> jax.Array:
-    """``d_k obs`` for ``obs [N, *obs_shape]`` and ``k [N]``: the cells gathered,
-    the planes (mover's, opponent's) kept."""
-    size, cells = obs.shape[0], jnp.asarray(GROUPS[game].cells)[k]  # [N, cells]
+    """``d_k obs`` for ``obs [N, *obs_shape]`` and ``k [N]``, by the group's own
+    :meth:`jaxpuct.envs.symmetries.Symmetries.transform_obs` on an ``[N, H, W, C]``
+    board (tic-tac-toe's plane-major ``[N, 18]`` viewed as one)."""
+    group = GROUPS[game]
     if game == "tic_tac_toe":
-        planes = obs.reshape(size, 2, 9)
-        return jnp.take_along_axis(planes, cells[:, None, :], axis=2).reshape(obs.shape)
-    flat = obs.reshape(size, cells.shape[1], -1)  # [N, H * W, C], row-major cells
-    return jnp.take_along_axis(flat, cells[:, :, None], axis=1).reshape(obs.shape)
+        board = obs.reshape(-1, 2, 3, 3).transpose(0, 2, 3, 1)
+        return group.transform_obs(board, k).transpose(0, 3, 1, 2).reshape(obs.shape)
+    return group.transform_obs(obs, k)
 
 
 def augment_batch(batch: Batch, k: jax.Array, game: str = "tic_tac_toe") -> Batch:
@@ -97,7 +97,8 @@ def augment_batch(batch: Batch, k: jax.Array, game: str = "tic_tac_toe") -> Batc
                          f"{tuple(actions.shape)} and {tuple(k.shape)}")
     num_actions = group.num_actions
     policy_gather = jnp.asarray(group.actions)[k]  # [B, A]: (d p)[a] = p[gather[a]]
-    moves = jnp.asarray(np.argsort(group.actions, axis=1).astype(np.int32))[k]  # a -> d a
+    # a -> d a: the inverse permutation of d's gather is the gather of d^-1.
+    moves = jnp.asarray(group.actions)[jnp.asarray(group.inverse)[k]]
     obs = _move_obs(game, obs, k)
     actions = jnp.take_along_axis(moves, actions, axis=1)
 
