@@ -97,7 +97,9 @@ GAME_DEFAULTS: dict[str, dict[str, Any]] = {
     # Two players, pgx's rules, games kept across iterations in segments of one
     # longest game; Monte Carlo value targets within a game (td_steps = 42),
     # bootstrapped at a segment's cut.
-    "connect_four": {"network_kind": "resnet", "channels": 32, "num_blocks": 2,
+    # The action as its column (a drop), not as a square of the top row.
+    "connect_four": {"network_kind": "resnet", "action_encoding": "column",
+                     "channels": 32, "num_blocks": 2,
                      "hidden": (32,), "batch_size": 64, "segment_length": 42,
                      "td_steps": 42, "num_simulations": 32, "buffer_size": 100000,
                      "train_batch_size": 256, "train_steps": 20, "learning_rate": 2e-3,

@@ -169,6 +169,43 @@ def test_latents_are_min_max_scaled_and_the_heads_have_the_support():
     assert planes[0, 1, 1, 0] == 1 and planes[1, 0, 0, 1] == 1
 
 
+def test_action_planes_encode_columns_and_constants_as_numpy_does():
+    """``"column"``: ones on the whole column of the action (connect four's drops),
+    the mirror of a column is the plane of the mirrored action; ``"constant"``: a
+    plane of ones per action. Against NumPy; a dynamics reads ``C + P`` channels
+    (traced); an encoding that does not fit is refused by name."""
+    actions = np.array([0, 6, 3, 5])
+    column = np.asarray(networks.action_planes(jnp.asarray(actions), 7, (6, 7), "column"))
+    rows, cols = np.meshgrid(np.arange(6), np.arange(7), indexing="ij")
+    expected = np.stack([(cols == a) & (rows >= 0) for a in actions])[..., None]
+    np.testing.assert_array_equal(column, expected.astype(np.float32))
+    mirrored = np.asarray(networks.action_planes(jnp.asarray(6 - actions), 7, (6, 7), "column"))
+    np.testing.assert_array_equal(mirrored, column[:, :, ::-1])
+    constant = np.asarray(networks.action_planes(jnp.asarray(actions[:2] % 4), 4, (4, 4),
+                                                 "constant"))
+    expected = np.zeros((2, 4, 4, 4), np.float32)
+    expected[0, :, :, 0] = expected[1, :, :, 2] = 1.0
+    np.testing.assert_array_equal(constant, expected)
+    assert [networks.action_plane_count(4, (2, 4), e) for e in networks.ACTION_ENCODINGS] == \
+        [1, 1, 4]
+    for encoding, planes in (("column", 1), ("constant", NUM_ACTIONS)):
+        config = networks.NetworkConfig(kind="resnet", hidden=(8,), channels=4, num_blocks=0,
+                                        action_encoding=encoding)
+        params = jax.eval_shape(lambda c=config: nnx.state(networks.MuZeroNetwork(
+            c, NUM_ACTIONS, (2, 4, 2), rngs=nnx.Rngs(0))))
+        kernels = [x.shape for p, x in jax.tree_util.tree_leaves_with_path(params)
+                   if "dyn_tower" in jax.tree_util.keystr(p) and len(x.shape) == 4]
+        assert kernels[0][2] == 4 + planes, kernels
+    with pytest.raises(ValueError, match="num_actions 4 against a board of width 3"):
+        networks.MuZeroNetwork(networks.NetworkConfig(kind="resnet", action_encoding="column"),
+                               NUM_ACTIONS, (2, 3, 2), rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="action_encoding"):
+        networks.NetworkConfig(action_encoding="row")  # type: ignore[arg-type]
+    from jaxpuct.muzero.config import MuZeroConfig
+    with pytest.raises(ValueError, match="'column' is for a game whose actions are columns"):
+        MuZeroConfig(game="2048", action_encoding="column")
+
+
 def test_latent_scaling_differentiates_as_jnp_min_and_max():
     """Values and gradients of ``scale_latent`` equal the plain formula's with
     ``jnp.min`` / ``jnp.max`` (ties at the extremes split the gradient), on rows
@@ -591,12 +628,22 @@ def test_the_example_command_line_is_generated_from_the_config():
     from jaxpuct.muzero.config import MuZeroConfig
 
     args = example.build_parser().parse_args(
-        ["--iterations", "3", "--policy", "alphazero", "--hidden", "8,8", "--discount", "0.5"])
+        ["--iterations", "3", "--policy", "alphazero", "--hidden", "8,8", "--discount", "0.5",
+         "--reward-weight", "3"])
     config = config_lib.from_namespace(MuZeroConfig, args)
     assert (args.iterations, config.policy, config.hidden, config.discount) == (
         3, "alphazero", (8, 8), 0.5)
     assert MuZeroConfig.from_json(config.to_json()) == config
     assert config.network.hidden == (8, 8) and config.network.value_support is None
+    assert config.loss.reward_weight == 3.0 and config.network.action_encoding == "cell"
+    # A run saved before a field existed reads back with the field's default (the
+    # behaviour it was trained with: a connect-four run of the one-square encoding).
+    old = {k: v for k, v in config.to_json().items()
+           if k not in ("action_encoding", "reward_weight")}
+    assert MuZeroConfig.from_json(old) == dataclasses.replace(config, reward_weight=1.0)
+    c4 = example.build_parser(example.game_defaults(["--game", "connect_four"])).parse_args(
+        ["--game", "connect_four"])
+    assert config_lib.from_namespace(MuZeroConfig, c4).network.action_encoding == "column"
     with pytest.raises(ValueError, match="discount"):
         MuZeroConfig(discount=0.0)
     with pytest.raises(ValueError, match="policy"):

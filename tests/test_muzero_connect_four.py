@@ -153,3 +153,37 @@ def test_connect_four_configuration_is_checked():
     assert config.network.kind == "resnet" and config.network.num_blocks == 0
     with pytest.raises(ValueError, match="num_samples"):
         MuZeroConfig(**TINY, policy="sampled", num_samples=8)
+
+
+def _drop(stones: np.ndarray, empty: np.ndarray, column: int) -> np.ndarray:
+    """``stones [6, 7]`` with one more dropped in ``column``."""
+    out = stones.copy()
+    out[_landing_row(~empty, column), column] = True
+    return out
+
+
+def test_the_tactics_probe_labels_wins_and_replies_as_the_rules_do():
+    """``benchmarks.muzero_tactics``' labels against the rules in NumPy: a legal
+    move wins at once iff the mover's stones then hold four in a row, and the
+    opponent has a winning reply iff some drop of theirs then does (after a move
+    that neither wins nor fills the board); the positions are running games."""
+    from benchmarks import muzero_tactics
+
+    state, n = muzero_tactics.random_positions(40, 3)
+    wins, replies = muzero_tactics.move_outcomes(state)
+    obs, legal = np.asarray(state.observation), np.asarray(state.legal_action_mask)
+    assert n > 20 and wins.any() and replies.any()
+    for i in range(n):
+        mine, theirs = obs[i, ..., 0].astype(bool), obs[i, ..., 1].astype(bool)
+        assert not _wins(mine) and not _wins(theirs) and legal[i].any()
+        np.testing.assert_array_equal(legal[i], ~(mine | theirs)[0])
+        for a in range(COLUMNS):
+            if not legal[i, a]:
+                assert not wins[i, a] and not replies[i, a]
+                continue
+            after = _drop(mine, ~(mine | theirs), a)
+            assert wins[i, a] == _wins(after), (i, a)
+            empty = ~(after | theirs)
+            reply = not _wins(after) and any(
+                _wins(_drop(theirs, empty, b)) for b in range(COLUMNS) if empty[0, b])
+            assert replies[i, a] == reply, (i, a)

@@ -8,8 +8,9 @@ generator, shared), with the ``Attributes`` text as help.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
-from jaxpuct.muzero.networks import NetworkConfig
+from jaxpuct.muzero.networks import ACTION_ENCODINGS, ActionEncoding, NetworkConfig
 from jaxpuct.muzero.stochastic_training import StochasticLossConfig
 from jaxpuct.muzero.training import LR_SCHEDULES, LossConfig
 
@@ -108,6 +109,7 @@ class MuZeroConfig:
         the evaluations use; self-play acts with the current parameters. 0: no
         average, the evaluations use the current parameters.
       value_weight: weight of the value loss (0.25 as in MuZero Reanalyse).
+      reward_weight: weight of the reward loss (1, the paper's).
       priority_alpha: prioritised replay exponent (0: uniform, as MuZero's board
         games).
       reanalyse_fraction: share of each training batch whose policy (and, when
@@ -133,6 +135,11 @@ class MuZeroConfig:
         EfficientZero's weight is 2); 0: none. Model muzero.
       projection_size: width of the projector and predictor that loss trains
         (unused at consistency_weight 0).
+      action_encoding: how the resnet dynamics sees the action
+        (jaxpuct.muzero.networks.action_planes): cell (a one on the action's
+        square, the paper's board-game encoding), column (ones on the action's
+        column: connect_four's drops; examples/muzero.py's connect_four default)
+        or constant (one plane of ones per action: 2048's slides); unused by mlp.
     """
 
     game: str = _choice("tic_tac_toe", GAMES)
@@ -165,6 +172,7 @@ class MuZeroConfig:
     weight_decay: float = 1e-4
     ema_decay: float = _at_least(0.0, 0.0)
     value_weight: float = 0.25
+    reward_weight: float = _at_least(1.0, 0.0)
     priority_alpha: float = _at_least(0.0, 0.0)
     reanalyse_fraction: float = _at_least(0.0, 0.0)
     target_update_every: int = _at_least(0, 0)
@@ -172,6 +180,7 @@ class MuZeroConfig:
     symmetry_augment: bool = False
     consistency_weight: float = _at_least(0.0, 0.0)
     projection_size: int = _at_least(128, 1)
+    action_encoding: str = _choice("cell", ACTION_ENCODINGS)
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -203,6 +212,9 @@ class MuZeroConfig:
             check_game(self.game)
         if self.model == "stochastic":
             self._check_stochastic()
+        if self.action_encoding == "column" and self.game != "connect_four":
+            raise ValueError(f"MuZeroConfig.action_encoding 'column' is for a game whose "
+                             f"actions are columns (connect_four), got game {self.game!r}.")
         if self.network_kind == "resnet" and self.game == "tic_tac_toe":
             raise ValueError("MuZeroConfig.network_kind 'resnet' needs a board observation "
                              "[H, W, C] (games connect_four and 2048), got game "
@@ -235,7 +247,8 @@ class MuZeroConfig:
                              channels=self.channels, num_blocks=self.num_blocks,
                              value_support=self.value_support or None,
                              reward_support=self.reward_support or None,
-                             projection=self.projection_size if self.consistency_weight else 0)
+                             projection=self.projection_size if self.consistency_weight else 0,
+                             action_encoding=cast(ActionEncoding, self.action_encoding))
 
     @property
     def zero_sum(self) -> bool:
@@ -261,7 +274,8 @@ class MuZeroConfig:
     def loss(self) -> LossConfig:
         """The loss and optimiser; a cosine schedule needs ``lr_decay_steps`` set
         (:meth:`with_decay_over`), else ``LossConfig`` refuses it."""
-        return LossConfig(value_weight=self.value_weight, learning_rate=self.learning_rate,
+        return LossConfig(value_weight=self.value_weight, reward_weight=self.reward_weight,
+                          learning_rate=self.learning_rate,
                           weight_decay=self.weight_decay, lr_schedule=self.lr_schedule,
                           lr_decay_steps=self.lr_decay_steps,
                           lr_final_fraction=self.lr_final_fraction,

@@ -21,10 +21,19 @@ Two families, chosen by :class:`NetworkConfig`:
 * ``"resnet"``: latents ``[B, H, W, C]`` over the observation's board
   ``[B, H, W, C_obs]`` (channels last); the AlphaZero residual blocks of
   :mod:`jaxpuct.alphazero.networks` (shared, not copied); the action enters as
-  one-hot *planes*: the ``A`` actions are laid over ``P = ceil(A / (H W))``
-  planes of ``H x W`` cells, action ``a`` a one at cell ``a mod HW`` of plane
-  ``a // HW`` (a board move is a one on its own square, as the paper encodes
-  board-game actions; Go's pass lands on a second plane).
+  *planes* beside the latent, by ``NetworkConfig.action_encoding``:
+
+  - ``"cell"``: the ``A`` actions laid over ``P = ceil(A / (H W))`` planes of
+    ``H x W`` cells, action ``a`` a one at cell ``a mod HW`` of plane ``a // HW``
+    (a board move is a one on its own square, as the paper encodes board-game
+    actions; Go's pass lands on a second plane);
+  - ``"column"``: one plane with ones on the whole column ``a`` (``A = W``:
+    connect four's drops). A convolution finds the landing square locally (the
+    lowest empty cell of the marked column); with ``"cell"`` the one sits in the
+    board's first row and must travel down the column through the tower's
+    receptive field first;
+  - ``"constant"``: ``A`` planes, plane ``a`` all ones (actions that are not
+    places on the board, such as 2048's slides).
 
 Latent scaling (paper, appendix G): every latent the representation and the
 dynamics produce is rescaled to ``[0, 1]`` per sample by its own minimum and
@@ -64,9 +73,12 @@ from jaxpuct.alphazero.networks import ResidualBlock
 from jaxpuct.muzero.value_transform import Support, logits_to_scalar
 from jaxpuct.sampled import DiscreteActions, GaussianActions
 
-__all__ = ["ConsistencyHeads", "MuZeroNetwork", "NetworkConfig", "Trunk", "action_planes",
-           "head_scalar", "init_network", "init_split", "network_input", "scale_latent"]
+__all__ = ["ACTION_ENCODINGS", "ConsistencyHeads", "MuZeroNetwork", "NetworkConfig", "Trunk",
+           "action_plane_count", "action_planes", "head_scalar", "init_network", "init_split",
+           "network_input", "scale_latent"]
 
+ActionEncoding = Literal["cell", "column", "constant"]
+ACTION_ENCODINGS = ("cell", "column", "constant")
 Kind = Literal["mlp", "resnet"]
 
 
@@ -90,6 +102,9 @@ class NetworkConfig:
       projection: ``P``, width of the self-supervised consistency heads
         (EfficientZero's projector and predictor, :meth:`MuZeroNetwork.project`);
         0: no such heads (the default; the parameters are MuZero's alone).
+      action_encoding: how a ResNet's dynamics sees the action: ``"cell"``,
+        ``"column"`` or ``"constant"`` planes (:func:`action_planes`, module
+        docstring); unused by ``"mlp"``.
     """
 
     kind: Kind = "mlp"
@@ -102,6 +117,7 @@ class NetworkConfig:
     latent_epsilon: float = 1e-5
     action_scale: float | None = None
     projection: int = 0
+    action_encoding: ActionEncoding = "cell"
 
     def __post_init__(self):
         if self.kind not in ("mlp", "resnet"):
@@ -125,6 +141,9 @@ class NetworkConfig:
         if self.action_scale is not None and not self.action_scale > 0:
             raise ValueError(f"NetworkConfig.action_scale must be > 0 or None, got "
                              f"{self.action_scale!r}.")
+        if self.action_encoding not in ACTION_ENCODINGS:
+            raise ValueError(f"NetworkConfig.action_encoding must be one of "
+                             f"{ACTION_ENCODINGS}, got {self.action_encoding!r}.")
         if not isinstance(self.projection, int) or self.projection < 0:
             raise ValueError(f"NetworkConfig.projection must be an int >= 0, got "
                              f"{self.projection!r}.")
@@ -187,12 +206,37 @@ def scale_latent(latent: jax.Array, epsilon: float) -> jax.Array:
     return scaled.reshape(latent.shape)
 
 
-def action_planes(action: jax.Array, num_actions: int, board: tuple[int, int]) -> jax.Array:
-    """One-hot action planes ``[B, H, W, P]`` of ``action [B]`` with
-    ``P = ceil(A / (H W))`` (module docstring)."""
+def action_plane_count(num_actions: int, board: tuple[int, int],
+                       encoding: ActionEncoding = "cell") -> int:
+    """``P``, the planes :func:`action_planes` gives; ``ValueError`` where
+    ``encoding`` does not fit ``num_actions`` and ``board``."""
     height, width = board
+    if encoding == "column":
+        if num_actions != width:
+            raise ValueError(f"action_encoding 'column' needs one action per column: "
+                             f"num_actions {num_actions} against a board of width {width}.")
+        return 1
+    if encoding == "constant":
+        return num_actions
+    return math.ceil(num_actions / (height * width))
+
+
+def action_planes(action: jax.Array, num_actions: int, board: tuple[int, int],
+                  encoding: ActionEncoding = "cell") -> jax.Array:
+    """Action planes ``[B, H, W, P]`` of ``action [B]`` (``P``:
+    :func:`action_plane_count`): ``"cell"`` a one on the action's cell,
+    ``"column"`` ones on its column, ``"constant"`` a plane of ones per action
+    (module docstring)."""
+    height, width = board
+    planes = action_plane_count(num_actions, board, encoding)
+    if encoding == "column":
+        column = jax.nn.one_hot(action, width, dtype=jnp.float32)  # [B, W]
+        return jnp.broadcast_to(column[:, None, :, None], (column.shape[0], height, width, 1))
+    if encoding == "constant":
+        one_hot = jax.nn.one_hot(action, num_actions, dtype=jnp.float32)  # [B, A]
+        return jnp.broadcast_to(one_hot[:, None, None, :],
+                                (one_hot.shape[0], height, width, num_actions))
     cells = height * width
-    planes = math.ceil(num_actions / cells)
     flat = jax.nn.one_hot(action, planes * cells, dtype=jnp.float32)  # [B, P * H * W]
     return jnp.moveaxis(flat.reshape(-1, planes, height, width), 1, -1)
 
@@ -352,7 +396,8 @@ class MuZeroNetwork(nnx.Module):
         height, width, in_channels = obs_shape
         cells, channels = height * width, config.channels
         self.board = (height, width)
-        self.action_plane_count = math.ceil(self.num_actions / cells)
+        self.action_plane_count = action_plane_count(self.num_actions, self.board,
+                                                     config.action_encoding)
         self.repr_tower = _Tower(in_channels, channels, config.num_blocks, rngs=rngs)
         self.dyn_tower = _Tower(channels + self.action_plane_count, channels,
                                 config.num_blocks, rngs=rngs)
@@ -406,7 +451,8 @@ class MuZeroNetwork(nnx.Module):
                                                axis=-1))
             next_latent, reward = self.dyn_out(y), self.reward_out(y)
         else:
-            planes = action_planes(action, self.num_actions, self.board)
+            planes = action_planes(action, self.num_actions, self.board,
+                                   self.config.action_encoding)
             next_latent = self.dyn_tower(jnp.concatenate([latent, planes], axis=-1))
             reward = self.reward_head(next_latent)
         return (head_output(reward, self.config.reward),

@@ -30,8 +30,8 @@ families of :class:`.networks.NetworkConfig`:
 * ``"resnet"``: latents and afterstates ``[B, H, W, channels]`` over the
   observation's board ``[B, H, W, C_obs]``; each function a tower of MuZero's
   residual blocks (:mod:`.networks`'s, shared) with its convolutional heads. The
-  action enters ``phi`` as MuZero's one-hot action planes
-  (:func:`.networks.action_planes`); the code enters ``g`` as ``C`` constant
+  action enters ``phi`` as MuZero's action planes (:func:`.networks.action_planes`,
+  by ``NetworkConfig.action_encoding``); the code enters ``g`` as ``C`` constant
   planes, each the code's entry over the whole board (a code has no place on the
   board; MuZero encodes Atari's actions so, as constant planes). The encoder's
   tower reads the two observations stacked along the channels,
@@ -52,6 +52,7 @@ from jaxpuct.muzero.networks import (
     Trunk,
     _ConvHead,
     _Tower,
+    action_plane_count,
     action_planes,
     head_output,
     head_width,
@@ -159,7 +160,8 @@ class StochasticMuZeroNetwork(nnx.Module):
         cells, channels, blocks = height * width, config.channels, config.num_blocks
         value_width, hidden = head_width(config.value), config.hidden[0]
         self.board = (height, width)
-        self.action_plane_count = math.ceil(self.num_actions / cells)
+        self.action_plane_count = action_plane_count(self.num_actions, self.board,
+                                                     config.action_encoding)
         self.repr_tower = _Tower(in_channels, channels, blocks, rngs=rngs)
         self.pred_tower = _Tower(channels, channels, blocks, rngs=rngs)
         self.policy_head = _ConvHead(cells, channels, 2, self.num_actions, None, rngs=rngs)
@@ -199,7 +201,8 @@ class StochasticMuZeroNetwork(nnx.Module):
 
     def afterstate_dynamics(self, latent: jax.Array, action: jax.Array) -> jax.Array:
         if self.resnet:
-            planes = action_planes(action, self.num_actions, self.board).astype(latent.dtype)
+            planes = action_planes(action, self.num_actions, self.board,
+                                   self.config.action_encoding).astype(latent.dtype)
             after = self.after_tower(jnp.concatenate([latent, planes], axis=-1))
         else:
             one_hot = jax.nn.one_hot(action, self.num_actions, dtype=latent.dtype)
