@@ -131,6 +131,8 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
                    help="iterations between evaluations (0: at the end only)")
     p.add_argument("--checkpoint-every", type=int, default=d.get("checkpoint_every", 100),
                    help="iterations between checkpoints (with --run-dir; 0: at the end only)")
+    p.add_argument("--keep-checkpoints", type=int, default=2,
+                   help="newest checkpoints kept in --run-dir (each holds the replay buffer)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir from its newest intact checkpoint")
     p.add_argument("--max-minutes", type=float, default=d.get("max_minutes", 0.0),
@@ -389,13 +391,18 @@ def _redraw(run_dir: str, log) -> None:
 
 def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=print,
         eval_every: int = 10, checkpoint_every: int = 0, resume: bool = False,
+        keep_checkpoints: int = 2,
         max_minutes: float = 0.0, eval_games: int = 64, eval_simulations: int = 256,
         opponent_simulations: int = 1000, extra_eval_simulations: tuple[int, ...] = ()
         ) -> dict:
     """Runs ``config`` up to iteration ``iterations`` (or ``max_minutes`` of
     self-play and training in this process); returns the last evaluation's
     metrics. ``extra_eval_simulations``: 2048's and tic-tac-toe's evaluations
-    are also made at each of these simulation counts (``eval_at_S`` in the row)."""
+    are also made at each of these simulation counts (``eval_at_S`` in the row).
+    ``keep_checkpoints``: the newest checkpoints kept (>= 1)."""
+    if keep_checkpoints < 1:
+        raise ValueError(f"keep_checkpoints must be >= 1 (the newest checkpoint is always "
+                         f"kept), got {keep_checkpoints!r}.")
     lock = None
     if run_dir is not None:
         os.makedirs(run_dir, exist_ok=True)
@@ -499,7 +506,7 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                         iteration=jnp.asarray(iteration, jnp.int32),
                         rng=jax.random.key_data(key), target_params=target, boards=boards,
                         ema_params=ema),
-                        config)
+                        config, keep=keep_checkpoints)
             if out_of_time:
                 break
     finally:
@@ -518,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     config = config_lib.from_namespace(MuZeroConfig, args).with_decay_over(args.iterations)
     run(config, args.iterations, args.run_dir, eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every, resume=args.resume,
+        keep_checkpoints=args.keep_checkpoints,
         max_minutes=args.max_minutes, eval_games=args.eval_games,
         eval_simulations=args.eval_simulations,
         opponent_simulations=args.opponent_simulations,

@@ -7,6 +7,7 @@ move against OpenSpiel's rules)."""
 from __future__ import annotations
 
 import json
+import os
 
 import jax
 import numpy as np
@@ -131,7 +132,13 @@ def test_the_example_evaluates_against_mcts_resumes_bit_for_bit_and_plays_the_ar
     quiet, small_eval = [].append, dict(eval_games=2, eval_simulations=2, opponent_simulations=2)
     example.run(config, 2, split, log=quiet, eval_every=0, checkpoint_every=1, resume=True,
                 **small_eval)
-    example.run(config, 2, whole, log=quiet, eval_every=0, checkpoint_every=1, **small_eval)
+    example.run(config, 2, whole, log=quiet, eval_every=0, checkpoint_every=1,
+                keep_checkpoints=1, **small_eval)
+    listed = {d: sorted(n for n in os.listdir(os.path.join(d, "checkpoints"))
+                        if n.isdigit()) for d in (split, whole)}
+    assert listed == {split: ["1", "2"], whole: ["2"]}
+    with pytest.raises(ValueError, match="keep_checkpoints must be >= 1"):
+        example.run(config, 2, whole, keep_checkpoints=0)
     template = example.initial_state(config)[2]
     a, b = (checkpoints.restore_checkpoint(d, template, config) for d in (whole, split))
     assert int(a.iteration) == int(b.iteration) == 2
