@@ -122,19 +122,10 @@ def _share(hits: np.ndarray) -> dict[str, Any]:
 def measure(run_dir: str, step: int | None, positions: int, simulations: list[int],
             seed: int) -> dict[str, Any]:
     from examples import muzero as example
-    from jaxpuct.alphazero import checkpoints
     from jaxpuct.muzero import board_game
-    from jaxpuct.muzero.config import MuZeroConfig
-    from jaxpuct.muzero.model import MuZeroModel
     from jaxpuct.muzero.networks import head_scalar
 
-    config = checkpoints.load_config(run_dir, MuZeroConfig)
-    if config.game != "connect_four":
-        raise ValueError(f"{run_dir!r} trained {config.game!r}; this probe is for connect_four")
-    graphdef, _, template = example.initial_state(config)
-    ts = checkpoints.restore_checkpoint(run_dir, template, config, step=step)
-    params = ts.params if ts.ema_params is None else ts.ema_params
-    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
+    config, model, params, iteration = example.load_board_network(run_dir, step)
 
     state, n = random_positions(positions, seed)
     wins, loses_next = move_outcomes(state)
@@ -173,7 +164,7 @@ def measure(run_dir: str, step: int | None, positions: int, simulations: list[in
                   for i in range(0, n, 256)]
         players[f"search S = {s}"] = score_moves(np.concatenate(chunks))
     return {
-        "run_dir": run_dir, "iteration": int(ts.iteration), "positions": n,
+        "run_dir": run_dir, "iteration": iteration, "positions": n,
         "win_in_one_positions": int(win_in_one.sum()),
         "must_defend_positions": int(must_defend.sum()),
         "reward_on_winning_moves": {"mean": float(reward[wins].mean()),

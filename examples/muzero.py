@@ -59,7 +59,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import chex
 import jax
@@ -357,26 +357,42 @@ def evaluate_against_mcts(config: MuZeroConfig, model: MuZeroModel, params: Any,
             "mcts_seconds": round(time.time() - tic, 1)}
 
 
+class BoardNetwork(NamedTuple):
+    """A board-game run's evaluated network (:func:`load_board_network`)."""
+
+    config: MuZeroConfig
+    model: MuZeroModel
+    params: Any
+    iteration: int
+
+
+def load_board_network(run_dir: str, step: int | None = None) -> BoardNetwork:
+    """The network of checkpoint ``step`` (default: the newest intact one) of a
+    connect-four run of this example, the moving average where the run kept one
+    (what its evaluations play); ``ValueError`` for a run of another game."""
+    config = checkpoints.load_config(run_dir, MuZeroConfig)
+    if config.game != "connect_four":
+        raise ValueError(f"{run_dir!r} trained {config.game!r}; expected a connect_four run")
+    graphdef, _, template = initial_state(config)
+    ts = checkpoints.restore_checkpoint(run_dir, template, config, step=step)
+    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
+    params = ts.params if ts.ema_params is None else ts.ema_params
+    return BoardNetwork(config, model, params, int(ts.iteration))
+
+
 def network_agent(run_dir: str, step: int | None = None, num_simulations: int | None = None
                   ) -> tuple[Any, str, str]:
     """The greedy search of a board-game run of this example (``--run-dir``) with
-    the network of checkpoint ``step`` (default: the newest intact one), as a
+    the network of checkpoint ``step`` (:func:`load_board_network`), as a
     :func:`jaxpuct.alphazero.arena.play_match` agent: ``(agent, game,
     description)``."""
-    config = checkpoints.load_config(run_dir, MuZeroConfig)
-    if config.game != "connect_four":
-        raise ValueError(f"{run_dir!r} trained {config.game!r}; the arena plays connect_four")
-    graphdef, _, template = initial_state(config)
-    ts = checkpoints.restore_checkpoint(run_dir, template, config, step=step)
-    n = config.num_simulations if num_simulations is None else num_simulations
-    model = MuZeroModel(graphdef, discount=config.discount, zero_sum=config.zero_sum)
-    # The evaluated network: the moving average where the run kept one.
-    params = ts.params if ts.ema_params is None else ts.ema_params
-    agent = board_game.arena_agent(dataclasses.replace(config, num_simulations=n), model,
-                                   params)
-    description = (f"jaxpuct MuZero ({config.policy}) of {run_dir} at iteration "
-                   f"{int(ts.iteration)}, {n} simulations, greedy")
-    return agent, config.game, description
+    run = load_board_network(run_dir, step)
+    n = run.config.num_simulations if num_simulations is None else num_simulations
+    agent = board_game.arena_agent(dataclasses.replace(run.config, num_simulations=n),
+                                   run.model, run.params)
+    description = (f"jaxpuct MuZero ({run.config.policy}) of {run_dir} at iteration "
+                   f"{run.iteration}, {n} simulations, greedy")
+    return agent, run.config.game, description
 
 
 def _redraw(run_dir: str, log) -> None:
