@@ -98,6 +98,27 @@ def test_a_segment_follows_the_rules_and_restarts_ended_games():
                                rtol=1e-5, atol=1e-6)
 
 
+def test_moves_turn_greedy_after_temperature_moves_plies_of_each_game():
+    """``temperature_moves = 3``: from the fourth ply of each game (three stones on
+    the board, whoever started) the move is the most visited action of the stored
+    visit target; before it the move is sampled. Games restart inside the
+    segment, so the count is per game, not per segment step."""
+    config = MuZeroConfig(**{**TINY, "policy": "alphazero", "num_simulations": 16,
+                             "segment_length": 24, "temperature_moves": 3})
+    graphdef, params = init_network(config.network, 7, (ROWS, COLUMNS, 2), 0)
+    model = MuZeroModel(graphdef, zero_sum=True)
+    games = board_game.fresh_games("connect_four", jax.random.key(4), config.batch_size)
+    _, segment = board_game.play_segment(config, model, params, games, jax.random.key(5))
+    t = segment.trajectories
+    stones = np.asarray(t.obs).sum((-3, -2, -1))
+    action, policy = np.asarray(t.action), np.asarray(t.policy)
+    late, early = stones >= 3, stones < 3
+    assert np.any(np.asarray(t.episode_end)[:, :-4])  # a game restarted in the segment
+    np.testing.assert_array_equal(action[late], policy.argmax(-1)[late])
+    assert np.mean((policy[late] > 0).sum(-1) > 1) > 0.5  # visit targets, not one-hot
+    assert np.any(action[early] != policy.argmax(-1)[early])
+
+
 def test_the_example_evaluates_against_mcts_resumes_bit_for_bit_and_plays_the_arena(
         tmp_path):
     """``examples/muzero.py --game connect_four`` from its flags: one iteration with

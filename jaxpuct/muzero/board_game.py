@@ -35,7 +35,13 @@ import jax.numpy as jnp
 from jaxpuct.envs.pgx_games import PgxGame, PgxState, make_pgx_game
 from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
-from jaxpuct.muzero.selfplay import Trajectories, batch_major, search_roots, step_record
+from jaxpuct.muzero.selfplay import (
+    Trajectories,
+    batch_major,
+    explore_mask,
+    search_roots,
+    step_record,
+)
 
 __all__ = ["GameSegment", "Games", "arena_agent", "fresh_games", "game", "play_segment",
            "run_segment"]
@@ -87,8 +93,10 @@ def fresh_games(name: str, key: jax.Array, batch: int) -> Games:
     return Games(game(name).init(key, batch), jnp.zeros((batch,), jnp.int32))
 
 
-Search = Callable[[jax.Array, jax.Array, jax.Array, bool], Any]
-"""``(key, obs [B, H, W, C], legal [B, A], greedy) -> PolicyOutput``."""
+Search = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], Any]
+"""``(key, obs [B, H, W, C], legal [B, A], plies [B]) -> PolicyOutput``: a self-play
+search, told how many plies each game has played (its move may turn greedy after
+some)."""
 
 Value = Callable[[jax.Array, jax.Array], jax.Array]
 """``(obs [B, H, W, C], legal [B, A]) -> [B]``: the bootstrap of a cut game, from
@@ -103,7 +111,7 @@ def _ply(name: str, search: Search, games: Games, key: jax.Array):
     search_key, reset_key = jax.random.split(key)
     state = games.state
     obs, legal = env.observe(state), env.legal_mask(state)
-    out = search(search_key, obs, legal, False)
+    out = search(search_key, obs, legal, games.plies)
     after = env.step(state, out.action)
     reward = env.reward(state, after)
     ended = env.terminal(after)
@@ -138,8 +146,9 @@ def play_segment(config: MuZeroConfig, model: MuZeroModel, params: Any, games: G
     MuZero search (:func:`.selfplay.search_roots`), a running game bootstrapped
     with the model's value of its position."""
 
-    def search(key, obs, legal, greedy):
-        return search_roots(config, model, params, key, obs, legal, greedy)
+    def search(key, obs, legal, plies):
+        return search_roots(config, model, params, key, obs, legal, greedy=False,
+                            explore=explore_mask(config, plies))
 
     def value(obs, legal):
         return model.root(params, obs, legal).value

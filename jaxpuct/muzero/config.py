@@ -54,6 +54,12 @@ class MuZeroConfig:
         (a game still running at the end is written truncated, bootstrapped with
         the model's value); unused by tic-tac-toe.
       num_simulations: simulations per move.
+      temperature_moves: plies of each self-play game whose move is sampled (from
+        the visit distribution; Gumbel: with the Gumbel draw), then the greedy
+        move (most visited; Gumbel: no draw), as AlphaZero's self-play and the
+        MuZero pseudocode's board games; the policy target stays the search's
+        full distribution at every ply, the root noise stays. -1: every ply
+        samples. Two-player games only (2048 samples every move).
       model: muzero (MuZero's model, jaxpuct.muzero.networks) or stochastic
         (Stochastic MuZero, Antonoglou et al. 2022: afterstates and num_codes
         learned chance codes, jaxpuct.muzero.stochastic_networks; searched by
@@ -147,6 +153,7 @@ class MuZeroConfig:
     batch_size: int = _at_least(128, 1)
     segment_length: int = _at_least(200, 1)
     num_simulations: int = _at_least(16, 1)
+    temperature_moves: int = _at_least(-1, -1)
     policy: str = _choice("gumbel", POLICIES)
     model: str = _choice("muzero", MODELS)
     num_codes: int = _at_least(32, 1)
@@ -215,6 +222,11 @@ class MuZeroConfig:
         if self.action_encoding == "column" and self.game != "connect_four":
             raise ValueError(f"MuZeroConfig.action_encoding 'column' is for a game whose "
                              f"actions are columns (connect_four), got game {self.game!r}.")
+        if self.temperature_moves >= 0 and not self.zero_sum:
+            raise ValueError(f"MuZeroConfig.temperature_moves counts the plies of a "
+                             f"two-player game ({', '.join(GAME_PLIES)}); game "
+                             f"{self.game!r} samples every move (-1), got "
+                             f"{self.temperature_moves!r}.")
         if self.network_kind == "resnet" and self.game == "tic_tac_toe":
             raise ValueError("MuZeroConfig.network_kind 'resnet' needs a board observation "
                              "[H, W, C] (games connect_four and 2048), got game "

@@ -40,8 +40,8 @@ from jaxpuct.selection import MinMaxBounds
 from jaxpuct.testing import tictactoe as ttt
 
 __all__ = ["LearnedModel", "Trajectories", "batch_major", "evaluate_at_counts",
-           "evaluate_board", "evaluate_games", "evaluate_optimal_moves", "observe",
-           "play_games", "search", "search_roots", "step_record"]
+           "evaluate_board", "evaluate_games", "evaluate_optimal_moves", "explore_mask",
+           "observe", "play_games", "search", "search_roots", "step_record"]
 
 OBS_SHAPE = (18,)
 MAX_PLIES = 9
@@ -105,14 +105,20 @@ def search(config: MuZeroConfig, model: MuZeroModel, params: Any, key: jax.Array
 
 def search_roots(config: MuZeroConfig, model: LearnedModel, params: Any,
                  key: jax.Array, obs: jax.Array, legal: jax.Array, greedy: bool,
-                 root_noise: bool | None = None
+                 root_noise: bool | None = None, explore: jax.Array | None = None
                  ) -> jaxpuct.PolicyOutput | SampledPolicyOutput:
     """The configured policy at observations ``obs [B, ...]`` (tic-tac-toe's ``[B,
     18]``, 2048's, :mod:`.game_2048`) with legal masks ``legal [B, A]`` (the roots
     of self-play, and of :mod:`.reanalyse` from the stored steps); Gumbel considers
     all ``A`` actions; ``key`` is one key or ``[B]`` keys. ``root_noise``: Dirichlet
     noise at a PUCT root (``None``: unless ``greedy``); the example reanalyses
-    without it (``docs/muzero.md`` has the measurement).
+    without it (``docs/muzero.md`` has the measurement). ``explore [B]`` bool, for a
+    search that is not ``greedy``: where false, the element plays the greedy move
+    (the most visited action, lowest index on ties; Gumbel: no Gumbel draw) while
+    its target stays the sampling search's (the visit distribution at temperature
+    1; Gumbel's improved policy) and its root noise stays as ``root_noise`` says:
+    self-play after ``config.temperature_moves`` plies, :func:`explore_mask`.
+    ``None``: every element samples its move.
 
     A :class:`.stochastic_model.StochasticMuZeroModel` is searched with chance
     nodes over its codes (Antonoglou et al. 2022): ``stochastic_gumbel_policy``
@@ -120,9 +126,38 @@ def search_roots(config: MuZeroConfig, model: LearnedModel, params: Any,
     temperature and decision-node rule as the MuZero search's)."""
     root = model.root(params, obs, legal)
     noise = not greedy if root_noise is None else root_noise
+    # Gumbel's scale: 1 samples, 0 is greedy (its target does not depend on it).
+    randomness: Any = 0.0 if greedy else (
+        1.0 if explore is None else jnp.where(explore, 1.0, 0.0))
+    # A visit-count search keeps temperature 1 where it explores only in part: the
+    # temperature sets the target N^(1/T) too, and MuZero's target is the visit
+    # distribution at every ply; the move alone becomes the most visited below.
+    temperature = 0.0 if greedy else 1.0
+    out = _search(config, model, params, key, root, legal, noise, randomness, temperature)
+    if greedy or explore is None or config.policy == "gumbel":
+        return out
+    return out.replace(action=jnp.where(explore, out.action, _most_visited(out)))
+
+
+def _most_visited(out: jaxpuct.PolicyOutput | SampledPolicyOutput) -> jax.Array:
+    """``[B]`` the root action of largest weight in ``out.action_weights`` (lowest
+    index on ties, as temperature 0 chooses), a sampled search's slot mapped to
+    its action id."""
+    slot = jnp.argmax(out.action_weights, axis=-1)
+    actions = getattr(out, "sampled_actions", None)
+    if actions is None:
+        return slot.astype(out.action.dtype)
+    return jnp.take_along_axis(actions, slot[:, None], axis=-1)[:, 0].astype(out.action.dtype)
+
+
+def _search(config: MuZeroConfig, model: LearnedModel, params: Any, key: jax.Array,
+            root: jaxpuct.RootFnOutput, legal: jax.Array, noise: bool, randomness: Any,
+            temperature: float) -> jaxpuct.PolicyOutput | SampledPolicyOutput:
+    """:func:`search_roots`' call of the configured policy."""
     selection = muzero_puct_config(minmax_bounds=cast(MinMaxBounds, config.minmax_bounds))
     if isinstance(model, StochasticMuZeroModel):
-        return _search_stochastic(config, model, params, key, root, greedy, noise, selection)
+        return _search_stochastic(config, model, params, key, root, randomness,
+                                  temperature, noise, selection)
     if config.policy == "sampled":
         # The samples themselves stay random in a greedy search (the paper samples
         # at evaluation too); greedy removes the noise and plays the most visited.
@@ -130,28 +165,29 @@ def search_roots(config: MuZeroConfig, model: LearnedModel, params: Any,
                                       config.num_simulations, num_samples=config.num_samples,
                                       selection=selection,
                                       dirichlet_fraction=0.25 if noise else 0.0,
-                                      temperature=0.0 if greedy else 1.0)
+                                      temperature=temperature)
     if config.policy == "gumbel":
         return jaxpuct.gumbel_policy(params, key, root, model.recurrent_fn,
                                      config.num_simulations,
                                      max_num_considered_actions=legal.shape[-1],
-                                     gumbel_scale=0.0 if greedy else 1.0)
+                                     gumbel_scale=randomness)
     return jaxpuct.alphazero_policy(params, key, root, model.recurrent_fn,
                                     config.num_simulations, selection=selection,
                                     dirichlet_fraction=0.25 if noise else 0.0,
-                                    temperature=0.0 if greedy else 1.0)
+                                    temperature=temperature)
 
 
 def _search_stochastic(config: MuZeroConfig, model: StochasticMuZeroModel, params: Any,
-                       key: jax.Array, root: jaxpuct.RootFnOutput, greedy: bool, noise: bool,
-                       selection: Any) -> jaxpuct.PolicyOutput:
+                       key: jax.Array, root: jaxpuct.RootFnOutput, randomness: Any,
+                       temperature: float, noise: bool, selection: Any
+                       ) -> jaxpuct.PolicyOutput:
     """:func:`search_roots` with a stochastic model (``config.policy`` is gumbel or
     alphazero: :class:`.config.MuZeroConfig` refuses the sampled policy with it)."""
     if config.policy == "gumbel":
         return jaxpuct.stochastic_gumbel_policy(
             params, key, root, model.decision_recurrent_fn, model.chance_recurrent_fn,
             config.num_simulations, max_num_considered_actions=root.prior_logits.shape[-1],
-            gumbel_scale=0.0 if greedy else 1.0)
+            gumbel_scale=randomness)
     if config.policy != "alphazero":
         raise ValueError(f"MuZeroConfig.policy {config.policy!r} is not supported with a "
                          f"StochasticMuZeroModel (gumbel or alphazero).")
@@ -159,7 +195,16 @@ def _search_stochastic(config: MuZeroConfig, model: StochasticMuZeroModel, param
                                      model.chance_recurrent_fn, config.num_simulations,
                                      selection=selection,
                                      dirichlet_fraction=0.25 if noise else 0.0,
-                                     temperature=0.0 if greedy else 1.0)
+                                     temperature=temperature)
+
+
+def explore_mask(config: MuZeroConfig, plies: jax.Array) -> jax.Array | None:
+    """``[B]`` bool: which games, ``plies [B]`` into them, still sample their move
+    (``plies < config.temperature_moves``); ``None`` where every ply samples
+    (``temperature_moves = -1``)."""
+    if config.temperature_moves < 0:
+        return None
+    return plies < config.temperature_moves
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -168,8 +213,11 @@ def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
     """``config.batch_size`` games from the empty board to their ends."""
     state = ttt.initial(config.batch_size)
 
-    def ply(state, key):
-        out = search(config, model, params, key, state, greedy=False)
+    def ply(state, key_and_ply):
+        key, plies = key_and_ply
+        out = search_roots(config, model, params, key, observe(state), ttt.legal(state),
+                           greedy=False,
+                           explore=explore_mask(config, jnp.full(state.player.shape, plies)))
         running = ~state.terminal
         next_state, reward, terminal = ttt.step(state, out.action)
         value = out.search_tree.summary().value
@@ -178,7 +226,8 @@ def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
                               getattr(out, "sampled_actions", None))
         return next_state, record
 
-    _, records = jax.lax.scan(ply, state, jax.random.split(key, MAX_PLIES))
+    _, records = jax.lax.scan(ply, state, (jax.random.split(key, MAX_PLIES),
+                                           jnp.arange(MAX_PLIES)))
     return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), records)
 
 
