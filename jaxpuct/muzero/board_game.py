@@ -17,10 +17,12 @@ end marked); the game still running after the last ply is written ``truncated``,
 bootstrapped with the model's value of the position it stopped at, from the view
 of the player to move there (:func:`.replay.write_episodes`). Rewards are the
 mover's, values the player to move's, and the targets' discount is ``-gamma``
-(:attr:`.config.MuZeroConfig.signed_discount`). Against whole games in lockstep
-(:mod:`.selfplay`'s tic-tac-toe), no search runs on a finished game: connect
-four's self-play games last about 20-30 of the 42 plies a whole-game loop would
-have to scan.
+(:attr:`.config.MuZeroConfig.signed_discount`). Each game's ply count goes to the
+search, which samples the move for the first ``temperature_moves`` plies of a
+game and plays the greedy one after (:func:`.selfplay.explore_mask`). Against
+whole games in lockstep (:mod:`.selfplay`'s tic-tac-toe), no search runs on a
+finished game: connect four's self-play games last about 20-30 of the 42 plies a
+whole-game loop would have to scan.
 """
 
 from __future__ import annotations
