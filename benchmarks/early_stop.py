@@ -18,6 +18,7 @@ without early stopping:
 
     python -m benchmarks.early_stop [--sims 32 128 512] [--positions 256]
                                     [--single 64] [--reps 3]
+    python -m benchmarks.early_stop --sims --selfplay 20 [--checkpoint RUN_DIR]
 """
 
 from __future__ import annotations
@@ -122,6 +123,69 @@ def connect_four(games: int, sims: int, reps: int) -> None:
               f"| {60 * games / median:.0f}; {60 * games / best:.0f} |", flush=True)
 
 
+def selfplay(steps: int, reps: int, checkpoint: str | None) -> None:
+    """The connect-four recipe's self-play step (``examples/selfplay.py --game
+    connect_four``: ResNet, S = 32, B = 128, temperature for 10 plies, Dirichlet
+    noise; or the run ``checkpoint``'s config and newest network) with and
+    without ``SelfPlayConfig.early_stop``, from the same games and keys:
+    simulations saved per move, CPU seconds per step (the fastest and the
+    median of ``reps`` interleaved runs of ``steps`` steps), and whether the
+    buffers' positions, policy targets and outcomes are the same."""
+    import dataclasses
+
+    import examples.selfplay as example
+    import jaxpuct.alphazero as az
+    from jaxpuct.alphazero import checkpoints
+
+    config = (checkpoints.load_config(checkpoint) if checkpoint
+              else example.parse(["--game", "connect_four"])[0])
+    trainers = {e: az.Trainer(dataclasses.replace(config, early_stop=e),
+                              devices=jax.devices()[:1]) for e in (False, True)}
+    ts = trainers[False].init()
+    if checkpoint:
+        ts = checkpoints.restore_checkpoint(checkpoint, ts, config)
+    params, games0, buffer0 = ts.params, ts.games, ts.buffer
+    # Past the first plies, so that the games are spread over the game's stages.
+    for i in range(12):
+        games0, buffer0, _ = trainers[False].selfplay_step(params, games0, buffer0,
+                                                           jax.random.PRNGKey(100 + i))
+
+    def run(early_stop: bool):
+        # selfplay_step donates its games and buffer: each run starts from copies.
+        games, buffer = jax.tree.map(jnp.copy, (games0, buffer0))
+        trainer, saved = trainers[early_stop], 0
+        start = time.process_time()
+        for i in range(steps):
+            games, buffer, metrics = trainer.selfplay_step(params, games, buffer,
+                                                           jax.random.PRNGKey(i))
+            saved += int(metrics["simulations_saved"])
+        jax.block_until_ready(buffer)
+        return time.process_time() - start, saved, jax.device_get(buffer)
+
+    for e in (False, True):
+        run(e)  # compile
+    seconds, results = {False: [], True: []}, {}
+    for _ in range(reps):
+        for e in (False, True):
+            cpu, saved, buffer = run(e)
+            seconds[e].append(cpu / steps)
+            results[e] = (saved, buffer)
+    same = all(np.array_equal(getattr(results[False][1], f), getattr(results[True][1], f))
+               for f in ("obs", "policy", "outcome"))
+    moves = steps * config.batch_size
+    print(f"\nconnect-four recipe self-play, B = {config.batch_size}, S = "
+          f"{config.num_simulations}, {steps} steps x {reps} interleaved runs; network: "
+          f"{'checkpoint ' + checkpoint if checkpoint else 'fresh'}; same positions, targets "
+          f"and outcomes: {same}")
+    print("| early stop | simulations saved per move (share of S) | CPU s per step (fastest; "
+          "median) |")
+    print("|---|---|---|")
+    for e in (False, True):
+        share = results[e][0] / moves / config.num_simulations
+        print(f"| {'yes' if e else 'no'} | {results[e][0] / moves:.2f} ({share:.1%}) | "
+              f"{min(seconds[e]):.3f}; {np.median(seconds[e]):.3f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, nargs="*", default=[32, 128, 512])
@@ -132,7 +196,15 @@ def main() -> None:
     parser.add_argument("--c4-games", type=int, default=0,
                         help="connect-four games to play (0: skip)")
     parser.add_argument("--c4-sims", type=int, default=128)
+    parser.add_argument("--selfplay", type=int, default=0, metavar="STEPS",
+                        help="time STEPS self-play steps of the connect-four recipe with and "
+                             "without SelfPlayConfig.early_stop (0: skip)")
+    parser.add_argument("--checkpoint", default=None,
+                        help="with --selfplay: a connect-four run directory whose newest "
+                             "network plays (default: a fresh network)")
     args = parser.parse_args()
+    if args.selfplay:
+        selfplay(args.selfplay, args.reps, args.checkpoint)
     if args.c4_games:
         connect_four(args.c4_games, args.c4_sims, args.reps)
     if not args.sims:

@@ -257,3 +257,27 @@ def test_selfplay_with_the_solver_reuse_and_graph_search():
                                  graph_search=True)
     trainer, ts, _, _ = _one_iteration_targets(config)
     assert ts.games.tree.proof_plies is not None
+
+
+def test_early_stop_saves_simulations_and_leaves_games_and_targets_unchanged():
+    """early_stop: past temperature_moves the move and its one-hot target are the
+    most visited action, which early stopping keeps, so self-play writes the same
+    games and buffer rows, bit for bit, with simulations saved."""
+    config = dataclasses.replace(TINY, num_simulations=16)
+    runs = []
+    for early_stop in (False, True):
+        trainer = az.Trainer(dataclasses.replace(config, early_stop=early_stop))
+        ts = trainer.init()
+        games, buffer, saved = ts.games, ts.buffer, 0
+        for step in range(7):
+            games, buffer, metrics = trainer.selfplay_step(ts.params, games, buffer,
+                                                           jax.random.PRNGKey(step))
+            saved += int(metrics["simulations_saved"])
+        runs.append((_copy(games), _copy(buffer), saved))
+    (games, buffer, saved), (games_es, buffer_es, saved_es) = runs
+    _leaves_equal(games, games_es)
+    _leaves_equal(buffer, buffer_es)
+    assert int(buffer.num_added) > 0
+    assert saved == 0 and saved_es > 0
+    with pytest.raises(ValueError, match="early_stop .* needs policy alphazero or sampled"):
+        dataclasses.replace(TINY, policy="gumbel", early_stop=True)

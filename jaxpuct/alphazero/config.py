@@ -126,6 +126,15 @@ class SelfPlayConfig:
       solver: the MCTS-solver in every search (Winands et al. 2008;
         jaxpuct.solver): terminal outcomes are proven and backed up, walks stop
         at proven nodes, the move takes a proven win; not with policy sampled.
+      early_stop: in the games past temperature_moves, a search stops taking
+        simulations once no other root action can overtake the most visited one
+        (jaxpuct.early_stop; Leela Chess Zero's smart pruning at factor 1). Their
+        move is that action and their target, at temperature 0, is that action
+        alone, so games and policy targets are the same as without; what changes
+        is the root value (value_target_mix) and a reused tree's visits, taken
+        from fewer simulations. A lockstep search ends only when all its trees
+        stop, and games in their first temperature_moves plies never do. Policy
+        alphazero or sampled (a Gumbel root refuses it).
       max_nodes: tree capacity (0: num_simulations + 1, or twice the simulations
         with reuse_tree).
       seed: the run's RNG seed.
@@ -168,6 +177,7 @@ class SelfPlayConfig:
     reuse_tree: bool = False
     graph_search: bool = False
     solver: bool = False
+    early_stop: bool = False
     max_nodes: int = _knob(0, minimum=0)
     seed: int = 0
 
@@ -182,6 +192,10 @@ class SelfPlayConfig:
             raise ValueError("policy sampled (--policy sampled) does not take solver "
                              "(--solver): a node's sampled actions are not all its moves, "
                              "so a loss cannot be proven from them")
+        if self.early_stop and self.policy == "gumbel":
+            raise ValueError("early_stop (--early-stop) needs policy alphazero or sampled, got "
+                             "gumbel: Gumbel's move and target read more than which root "
+                             "action is most visited")
         if self.symmetry_augment:
             from jaxpuct.alphazero.symmetry import SYMMETRIC_GAMES
             if self.game not in SYMMETRIC_GAMES:

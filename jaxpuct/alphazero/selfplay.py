@@ -126,6 +126,9 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
     and the loss stay those of the other policies.
     """
     c = fns.config
+    # At temperature 0 the move and the (one-hot) target are the most visited
+    # action, which early stopping keeps.
+    early_stop = (temperature == 0) if c.early_stop else False
     root = fns.root_fn(params, keys[0], state)
     if tree is not None:
         fresh = fresh_tree(c, root)
@@ -134,7 +137,8 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
         out = sampled_policy(
             params, keys, root, fns.recurrent_fn, c.num_simulations,
             num_samples=c.num_samples, dirichlet_fraction=dirichlet_fraction,
-            dirichlet_alpha=c.dirichlet_alpha, temperature=temperature, max_nodes=c.capacity)
+            dirichlet_alpha=c.dirichlet_alpha, temperature=temperature, max_nodes=c.capacity,
+            early_stop=early_stop)
         return PolicyOutput(action=out.action, search_tree=out.search_tree,
                             action_weights=dense_weights(out, root.prior_logits.shape[-1]))
     if fns.policy == "gumbel":
@@ -149,7 +153,7 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
         params, keys, root, fns.recurrent_fn, c.num_simulations,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
         temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree,
-        solver=c.solver)
+        solver=c.solver, early_stop=early_stop)
 
 
 def dense_weights(out: SampledPolicyOutput, num_actions: int) -> jax.Array:
@@ -258,6 +262,7 @@ def selfplay_step(fns: SearchFns, fresh_fn: Callable, params: Any, games: Games,
         tree, reused = subtree(out.search_tree, action, graph=c.graph)
         tree_valid = reused & ~finished
     first_reward = jnp.take_along_axis(new_state.rewards, games.player[:, :1], axis=1)[:, 0]
+    saved = out.search_tree.summary().simulations_saved
     metrics = {
         "games_finished": jnp.sum(finished),
         "first_player_wins": jnp.sum(finished & (first_reward > 0)),
@@ -265,6 +270,7 @@ def selfplay_step(fns: SearchFns, fresh_fn: Callable, params: Any, games: Games,
         "plies_finished": jnp.sum(jnp.where(finished, games.length, 0)),
         "inherited_visits": inherited,
         "unstored_leaves": jnp.sum(unstored),
+        "simulations_saved": jnp.zeros((), jnp.int32) if saved is None else jnp.sum(saved),
     }
     games = games.replace(state=restart_finished(fresh_fn(init_keys), new_state, finished),
                           length=jnp.where(finished, 0, games.length), tree=tree,
