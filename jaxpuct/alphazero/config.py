@@ -90,7 +90,10 @@ class SelfPlayConfig:
         sigma = (maxvisit_init + max N) x value_scale x rescaled Q).
       maxvisit_init: gumbel: c_visit of the completed-Q transform
         (CompletedQConfig.maxvisit_init).
-      temperature_moves: plies of each game sampled with temperature 1 (then greedy).
+      temperature_moves: plies of each game sampled with temperature 1 (then
+        greedy: the move and the stored visit target are the most visited action
+        alone, AlphaGo Zero's infinitesimal temperature; MuZero's example keeps
+        the whole visit distribution as the target instead).
       dirichlet_alpha: concentration of the Dirichlet noise at self-play roots.
       dirichlet_fraction: weight of that noise in the root prior.
       max_moves: trajectory length kept per game (default: the game's move limit).
