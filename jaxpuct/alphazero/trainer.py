@@ -239,7 +239,7 @@ def iteration_metrics(selfplay: list[dict], train: list[dict], batch_size: int,
         "unstored_leaves_per_move": (sum(int(m["unstored_leaves"]) for m in selfplay)
                                      / (len(selfplay) * batch_size) if selfplay else 0.0),
         "simulations_saved_per_move": (
-            sum(int(m.get("simulations_saved", 0)) for m in selfplay)
+            sum(int(m["simulations_saved"]) for m in selfplay)
             / (len(selfplay) * batch_size) if selfplay else 0.0),
         "buffer_rows": buffer_rows,
     }
