@@ -22,8 +22,7 @@ from jaxpuct.muzero.config import MuZeroConfig
 from jaxpuct.muzero.model import MuZeroModel
 from jaxpuct.muzero.networks import init_network
 
-# Long enough for games of a barely trained model to end inside the segment.
-CONFIG = MuZeroConfig(game="2048", batch_size=3, segment_length=160, num_simulations=4,
+CONFIG = MuZeroConfig(game="2048", batch_size=3, segment_length=32, num_simulations=4,
                       hidden=(16,), latent_size=8, value_support=5, reward_support=5,
                       discount=0.997, td_steps=3, unroll_steps=2)
 
@@ -34,6 +33,11 @@ def setting():
                                     jax.random.key(0, impl="rbg"))
     model = MuZeroModel(graphdef, discount=CONFIG.discount)
     start = game_2048.fresh_boards(jax.random.key(1), CONFIG.batch_size)
+    # Game 0 ends at its first move whatever the search picks, so every seed has an
+    # end (and a fresh board after it) inside the segment: 15 distinct tiles of at
+    # least 8 around an empty corner. A move fills the corner's row or column and the
+    # new tile (a 2 or a 4) the only empty cell, and no two neighbours are then equal.
+    start = start._replace(board=start.board.at[0].set(jnp.arange(2, 18).at[0].set(0)))
     boards, segment = game_2048.play_segment(CONFIG, model, params, start, jax.random.key(2))
     return model, params, start, boards, jax.tree.map(np.asarray, segment)
 
