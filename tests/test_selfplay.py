@@ -281,3 +281,65 @@ def test_early_stop_saves_simulations_and_leaves_games_and_targets_unchanged():
     assert saved == 0 and saved_es > 0
     with pytest.raises(ValueError, match="early_stop .* needs policy alphazero or sampled"):
         dataclasses.replace(TINY, policy="gumbel", early_stop=True)
+
+
+def test_visit_targets_are_the_visit_distribution_at_every_ply():
+    """policy_target=visits: the same search and move as the played target, whose
+    weights are the visit distribution at temperature 1 and the most visited action
+    alone at temperature 0; the visits target is N / sum N (recomputed in NumPy
+    from the tree) at both. Self-play then writes the same games bit for bit, with
+    targets past temperature_moves that are not one-hot."""
+    config = dataclasses.replace(TINY, num_simulations=8)
+    outs = {}
+    temperature = jnp.array([1.0, 0.0] * (config.batch_size // 2))
+    keys = jax.random.split(jax.random.PRNGKey(5), config.batch_size)
+    runs = {}
+    for target in ("played", "visits"):
+        trainer = az.Trainer(dataclasses.replace(config, policy_target=target))
+        ts = trainer.init()
+        search = jax.jit(lambda p, k, s, t, fns=trainer.fns: az.selfplay.search(
+            fns, p, k, s, dirichlet_fraction=0.25, temperature=t))
+        outs[target] = jax.device_get(search(ts.params, keys, ts.games.state, temperature))
+        games, buffer = ts.games, ts.buffer
+        for step in range(8):
+            games, buffer, _ = trainer.selfplay_step(ts.params, games, buffer,
+                                                     jax.random.PRNGKey(step))
+        runs[target] = (_copy(games), _copy(buffer))
+    played, visits = outs["played"], outs["visits"]
+    np.testing.assert_array_equal(played.action, visits.action)
+    counts = np.asarray(visits.search_tree.edge_visits[:, 0], np.float64)
+    want = counts / counts.sum(-1, keepdims=True)
+    np.testing.assert_allclose(visits.action_weights, want, atol=1e-6)
+    greedy = np.eye(counts.shape[1])[np.argmax(counts, -1)]
+    np.testing.assert_allclose(played.action_weights[0::2], want[0::2], atol=1e-6)
+    np.testing.assert_array_equal(played.action_weights[1::2], greedy[1::2])
+    assert np.any((want[1::2] > 0).sum(-1) > 1)  # not one-hot where the move is greedy
+
+    (games, buffer), (games_v, buffer_v) = runs["played"], runs["visits"]
+    _leaves_equal(games.state, games_v.state)
+    np.testing.assert_array_equal(buffer.obs, buffer_v.obs)
+    n = int(buffer.num_added)
+    assert n > 0 and int(buffer_v.num_added) == n
+    late = buffer.obs[:n].reshape(n, -1).sum(-1) >= config.temperature_moves
+    assert np.all(buffer.policy[:n][late].max(-1) == 1.0)
+    assert np.any(buffer_v.policy[:n][late].max(-1) < 1.0)
+    np.testing.assert_allclose(buffer_v.policy[:n].sum(-1), 1.0, atol=1e-5)
+    # A sampled search: the visit distribution over its root's slots, scattered to
+    # the actions they hold.
+    trainer = az.Trainer(dataclasses.replace(config, policy="sampled", num_samples=4,
+                                             policy_target="visits"))
+    ts = trainer.init()
+    out = jax.device_get(jax.jit(lambda p, k, s, t: az.selfplay.search(
+        trainer.fns, p, k, s, dirichlet_fraction=0.25, temperature=t))(
+        ts.params, keys, ts.games.state, temperature))
+    slot_counts = np.asarray(out.search_tree.edge_visits[:, 0], np.float64)
+    held = np.asarray(out.search_tree.embeddings.actions[:, 0])
+    want = np.zeros_like(np.asarray(out.action_weights), np.float64)
+    for row in range(config.batch_size):
+        np.add.at(want[row], held[row], slot_counts[row] / slot_counts[row].sum())
+    np.testing.assert_allclose(out.action_weights, want, atol=1e-6)
+    assert np.any((want[1::2] > 0).sum(-1) > 1)
+    with pytest.raises(ValueError, match="policy_target .* visits needs policy alphazero"):
+        dataclasses.replace(TINY, policy="gumbel", policy_target="visits")
+    with pytest.raises(ValueError, match="policy_target .* visits excludes early_stop"):
+        dataclasses.replace(TINY, policy_target="visits", early_stop=True)

@@ -31,6 +31,7 @@ __all__ = [
     "NETWORKS",
     "OPTIMIZERS",
     "POLICIES",
+    "POLICY_TARGETS",
     "LR_SCHEDULES",
     "RunOptions",
     "SelfPlayConfig",
@@ -43,6 +44,7 @@ OPTIMIZERS = ("adam", "sgd")
 POLICIES = ("alphazero", "gumbel", "sampled")
 NETWORKS = ("mlp", "resnet")
 LR_SCHEDULES = ("constant", "cosine")
+POLICY_TARGETS = ("played", "visits")
 # Longest game per pgx game (pgx's own limits; go: 9 * 9 * 2 moves).
 MAX_MOVES = {"tic_tac_toe": 9, "connect_four": 42, "othello": 130, "go_9x9": 162}
 
@@ -92,8 +94,17 @@ class SelfPlayConfig:
         (CompletedQConfig.maxvisit_init).
       temperature_moves: plies of each game sampled with temperature 1 (then
         greedy: the move and the stored visit target are the most visited action
-        alone, AlphaGo Zero's infinitesimal temperature; MuZero's example keeps
-        the whole visit distribution as the target instead).
+        alone with policy_target played, AlphaGo Zero's infinitesimal
+        temperature).
+      policy_target: what policy alphazero or sampled stores as a ply's policy
+        target: played (the distribution the move was drawn from, N^(1/T) at
+        the ply's temperature T: the visit distribution in the first
+        temperature_moves plies, the most visited action alone after them) or
+        visits (the root's visit distribution N / sum N at every ply, whatever
+        the move's temperature: AlphaZero's pseudocode and mctx's
+        action_weights; with solver, the dominated proven moves' visits left
+        out). Policy gumbel stores its improved policy either way and refuses
+        visits; visits refuses early_stop.
       dirichlet_alpha: concentration of the Dirichlet noise at self-play roots.
       dirichlet_fraction: weight of that noise in the root prior.
       max_moves: trajectory length kept per game (default: the game's move limit).
@@ -157,6 +168,7 @@ class SelfPlayConfig:
     value_scale: float = _knob(0.1, positive=True)
     maxvisit_init: float = _knob(50.0, minimum=0.0)
     temperature_moves: int = _knob(3, minimum=0)
+    policy_target: str = _knob("played", choices=POLICY_TARGETS)
     dirichlet_alpha: float = _knob(1.0, positive=True)
     dirichlet_fraction: float = _knob(0.25, minimum=0.0, maximum=1.0)
     max_moves: int | None = _knob(None, minimum=1)
@@ -199,6 +211,14 @@ class SelfPlayConfig:
             raise ValueError("early_stop (--early-stop) needs policy alphazero or sampled, got "
                              "gumbel: Gumbel's move and target read more than which root "
                              "action is most visited")
+        if self.policy_target == "visits" and self.policy == "gumbel":
+            raise ValueError("policy_target (--policy-target) visits needs policy alphazero "
+                             "or sampled, got gumbel: Gumbel's target is its improved "
+                             "policy, not its visit counts")
+        if self.policy_target == "visits" and self.early_stop:
+            raise ValueError("policy_target (--policy-target) visits excludes early_stop "
+                             "(--early-stop): a search that stops early leaves visit "
+                             "counts of fewer simulations, and the target learns from them")
         if self.symmetry_augment:
             from jaxpuct.alphazero.symmetry import SYMMETRIC_GAMES
             if self.game not in SYMMETRIC_GAMES:

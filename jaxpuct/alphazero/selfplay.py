@@ -25,19 +25,21 @@ from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.alphazero.buffer import ReplayBuffer, write_trajectories
 from jaxpuct.alphazero.config import SelfPlayConfig
 from jaxpuct.envs.adapter import Environment, make_recurrent_fn, make_root_fn
+from jaxpuct.final_move import visit_policy
 from jaxpuct.gumbel import CompletedQConfig, gumbel_policy
 from jaxpuct.numerics import batch_where
 from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
 from jaxpuct.roots import init_tree
 from jaxpuct.sampled import SampledPolicyOutput, sampled_policy
-from jaxpuct.solver import with_proofs
+from jaxpuct.solver import pruned_root_visits, solver_config, with_proofs
 from jaxpuct.testing.pure_search import zero_apply
-from jaxpuct.tree import present
+from jaxpuct.tree import Tree, present
 from jaxpuct.types import PolicyOutput
 
 __all__ = ["Games", "SearchFns", "dense_weights", "fresh_tree", "init_games", "make_search_fns",
-           "position_outcomes", "record_ply", "restart_finished", "search", "selfplay_step"]
+           "position_outcomes", "record_ply", "restart_finished", "search", "selfplay_step",
+           "visit_target"]
 
 
 @mutable_pytree_dataclass
@@ -133,12 +135,15 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
     if tree is not None:
         fresh = fresh_tree(c, root)
         tree = batch_where(present(tree_valid, "tree_valid"), tree, fresh)
+    visits = c.policy_target == "visits"
     if fns.policy == "sampled":
         out = sampled_policy(
             params, keys, root, fns.recurrent_fn, c.num_simulations,
             num_samples=c.num_samples, dirichlet_fraction=dirichlet_fraction,
             dirichlet_alpha=c.dirichlet_alpha, temperature=temperature, max_nodes=c.capacity,
             early_stop=early_stop)
+        if visits:
+            out = out.replace(action_weights=visit_target(out.search_tree))
         return PolicyOutput(action=out.action, search_tree=out.search_tree,
                             action_weights=dense_weights(out, root.prior_logits.shape[-1]))
     if fns.policy == "gumbel":
@@ -149,11 +154,35 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
             qtransform=CompletedQConfig(value_scale=c.value_scale,
                                         maxvisit_init=c.maxvisit_init),
             max_nodes=c.capacity, graph=c.graph, tree=tree, solver=c.solver)
-    return alphazero_policy(
+    out = alphazero_policy(
         params, keys, root, fns.recurrent_fn, c.num_simulations,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
         temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree,
         solver=c.solver, early_stop=early_stop)
+    if visits:
+        out = out.replace(action_weights=visit_target(out.search_tree, c.solver))
+    return out
+
+
+def visit_target(tree: Tree, solver: bool = False) -> jax.Array:
+    """The root's visit distribution ``N(a) / sum N``, whatever the move's temperature.
+
+    AlphaZero's pseudocode stores these as the policy target at every ply (its
+    ``store_search_statistics``), as mctx's ``action_weights`` are; the move may be
+    drawn at another temperature. With ``solver``, the dominated proven moves'
+    visits are left out, as :func:`jaxpuct.alphazero_policy`'s target leaves them.
+
+    Args:
+      tree: the search's tree, ``[B, N, ...]`` (a sampled search's: its root
+        slots ``[B, K]`` stand for the actions).
+
+    Returns:
+      ``[B, A]`` (or ``[B, K]``) float32, rows summing to 1 where the root was
+      visited, all zeros where it was not.
+    """
+    counts = (pruned_root_visits(tree, solver_config(solver)) if solver
+              else tree.edge_visits[:, Tree.ROOT_INDEX])
+    return visit_policy(counts, 1.0)
 
 
 def dense_weights(out: SampledPolicyOutput, num_actions: int) -> jax.Array:
