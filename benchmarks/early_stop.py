@@ -139,6 +139,9 @@ def selfplay(steps: int, reps: int, checkpoint: str | None) -> None:
 
     config = (checkpoints.load_config(checkpoint) if checkpoint
               else example.parse(["--game", "connect_four"])[0])
+    # Early stopping keeps the played target (the most visited action past the
+    # opening) and refuses the visit-distribution target, which it would truncate.
+    config = dataclasses.replace(config, policy_target="played")
     trainers = {e: az.Trainer(dataclasses.replace(config, early_stop=e),
                               devices=jax.devices()[:1]) for e in (False, True)}
     ts = trainers[False].init()

@@ -67,7 +67,8 @@ def build_parser(defaults: dict | None = None) -> argparse.ArgumentParser:
 # 60 minutes of self-play and training on one CPU core.
 GAME_DEFAULTS: dict[str, dict] = {
     "connect_four": dict(network="resnet", num_simulations=32, train_steps=20,
-                         temperature_moves=10, buffer_size=65536, symmetry_augment=True,
+                         temperature_moves=10, policy_target="visits",
+                         buffer_size=65536, symmetry_augment=True,
                          value_target_mix=0.5, lr_decay_steps=10000, lr_final_fraction=0.1,
                          max_minutes=60.0, iterations=10000, eval_every=0,
                          checkpoint_every=25, mcts_simulations=1000,
@@ -78,12 +79,18 @@ GAME_DEFAULTS: dict[str, dict] = {
 
 def game_defaults(argv: list[str] | None, defaults: dict | None = None) -> dict:
     """``defaults`` over the per-game defaults of the game the command line (or
-    ``defaults``) names."""
+    ``defaults``) names. A per-game ``policy_target`` is dropped where the policy
+    is gumbel, whose target is its improved policy (the field's refusal is for a
+    user who asks for both)."""
     defaults = dict(defaults or {})
     probe = argparse.ArgumentParser(add_help=False)
     probe.add_argument("--game", default=defaults.get("game", az.SelfPlayConfig.game))
-    game = probe.parse_known_args(argv)[0].game
-    return {**GAME_DEFAULTS.get(game, {}), **defaults}
+    probe.add_argument("--policy", default=defaults.get("policy"))
+    known = probe.parse_known_args(argv)[0]
+    tuned = dict(GAME_DEFAULTS.get(known.game, {}))
+    if (known.policy or tuned.get("policy", az.SelfPlayConfig.policy)) == "gumbel":
+        tuned.pop("policy_target", None)
+    return {**tuned, **defaults}
 
 
 def parse(argv: list[str] | None, defaults: dict | None = None

@@ -591,6 +591,18 @@ def test_game_defaults_apply_under_the_command_line():
     config, _ = cli.parse([], defaults={"game": "connect_four", "num_simulations": 5})
     assert config.num_simulations == 5 and config.game == "connect_four"
     assert cli.parse([]) == (az.SelfPlayConfig(), az.RunOptions())
+    # Gumbel's target is its improved policy: the per-game visit target is left out,
+    # and asked for by name it is refused.
+    assert tuned["policy_target"] == "visits"
+    for argv in (["--game", "connect_four", "--policy", "gumbel"],
+                 ["--policy=gumbel", "--game=connect_four"]):
+        config, _ = cli.parse(argv)
+        assert config.policy == "gumbel" and config.policy_target == "played"
+        assert config.temperature_moves == tuned["temperature_moves"]
+    config, _ = cli.parse([], defaults={"game": "connect_four", "policy": "gumbel"})
+    assert config.policy_target == "played"
+    with pytest.raises(SystemExit):
+        cli.parse(["--game", "connect_four", "--policy", "gumbel", "--policy-target", "visits"])
 
 
 def test_arena_loads_the_network_of_a_run(tmp_path, trainer, reference):
