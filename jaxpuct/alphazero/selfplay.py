@@ -180,8 +180,9 @@ def visit_target(tree: Tree, solver: bool = False) -> jax.Array:
       ``[B, A]`` (or ``[B, K]``) float32, rows summing to 1 where the root was
       visited, all zeros where it was not.
     """
-    counts = (pruned_root_visits(tree, solver_config(solver)) if solver
-              else tree.edge_visits[:, Tree.ROOT_INDEX])
+    config = solver_config(solver)
+    counts = (tree.edge_visits[:, Tree.ROOT_INDEX] if config is None
+              else pruned_root_visits(tree, config))
     return visit_policy(counts, 1.0)
 
 
