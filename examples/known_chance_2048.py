@@ -15,10 +15,10 @@ and its targets (:mod:`jaxpuct.muzero.replay`), the categorical value head over
 ``h``-transformed atoms (:mod:`jaxpuct.muzero.value_transform`). So the two runs
 differ in what the search knows, not in their data or their budgets. Every
 ``--eval-every`` iterations the greedy search (most visited move) plays 64 games
-from fresh boards to their ends; one JSON line per iteration. With ``--run-dir R``
-the value network is saved there after every evaluation (with its config,
-verified by SHA-256: :mod:`jaxpuct.alphazero.checkpoints`; the network only, so
-the run cannot be resumed), and ``--evaluate R`` plays the greedy games with the
+(``--eval-games``) from fresh boards to their ends; one JSON line per iteration. With
+``--run-dir R`` the value network is saved there after every evaluation (with its
+config, verified by SHA-256: :mod:`jaxpuct.alphazero.checkpoints`; the network only,
+so the run cannot be resumed), and ``--evaluate R`` plays the greedy games with the
 newest saved network (at its run's ``--num-simulations`` and at each
 ``--extra-eval-simulations``), so that a finished run can be searched deeper.
 """
@@ -200,13 +200,14 @@ def train(config: Config, graphdef: nnx.GraphDef, optimizer: optax.GradientTrans
 
 
 def evaluate_at(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Array,
-                extra_simulations: tuple[int, ...] = ()) -> dict:
-    """64 greedy games at the run's own ``num_simulations`` (:func:`game_2048.summarise`'s
-    keys), and 64 more with the same network and the same key (the same fresh
-    boards) at each of ``extra_simulations``, under ``eval_at_{S}``: so that a
-    deeper search at evaluation and a better-trained value can be told apart."""
+                extra_simulations: tuple[int, ...] = (), games: int = 64) -> dict:
+    """``games`` greedy games at the run's own ``num_simulations``
+    (:func:`game_2048.summarise`'s keys), and as many more with the same network and
+    the same key (the same fresh boards) at each of ``extra_simulations``, under
+    ``eval_at_{S}``: so that a deeper search at evaluation and a better-trained value
+    can be told apart."""
     return evaluate_at_counts(config, extra_simulations, lambda c: game_2048.summarise(
-        *evaluation(c, graphdef, params, 64, key)))
+        *evaluation(c, graphdef, params, games, key)))
 
 
 def init(config: Config) -> tuple[nnx.GraphDef, Any]:
@@ -226,7 +227,8 @@ def restore(run_dir: str) -> tuple[Config, nnx.GraphDef, Any, int]:
 
 
 def run(config: Config, iterations: int, eval_every: int, log=print,
-        eval_simulations: tuple[int, ...] = (), run_dir: str | None = None) -> dict:
+        eval_simulations: tuple[int, ...] = (), run_dir: str | None = None,
+        eval_games: int = 64) -> dict:
     boards_key, key = jax.random.split(jax.random.key(config.seed), 3)[1:]
     graphdef, params = init(config)
     optimizer = make_optimizer(config)
@@ -257,7 +259,7 @@ def run(config: Config, iterations: int, eval_every: int, log=print,
                "value_loss": round(float(value_loss), 4)}
         if (eval_every and iteration % eval_every == 0) or iteration == iterations:
             row.update(evaluate_at(config, graphdef, params, jax.random.fold_in(play_key, 1),
-                                   eval_simulations))
+                                   eval_simulations, eval_games))
             last = row
             if run_dir is not None:
                 checkpoints.save_checkpoint(run_dir, Saved(params, jnp.int32(iteration)),
@@ -275,24 +277,29 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--eval-every", type=int, default=5)
     p.add_argument("--extra-eval-simulations", type=config_lib.positive_ints, default=(),
                    help="comma-separated simulation counts: each evaluation also plays "
-                        "its 64 games at each of them with the same network "
+                        "its games at each of them with the same network "
                         "(eval_at_S in the line)")
+    p.add_argument("--eval-games", type=int, default=64,
+                   help="greedy games each evaluation plays from fresh boards")
     p.add_argument("--run-dir", default=None,
                    help="save the value network here after every evaluation")
     p.add_argument("--evaluate", default=None, metavar="RUN_DIR",
                    help="train nothing: play the evaluation games with the newest network "
                         "saved in RUN_DIR (with --seed's key) and print one JSON line")
     args = p.parse_args(argv)
+    if args.eval_games < 1:
+        p.error(f"--eval-games must be >= 1, got {args.eval_games}")
     if args.evaluate:
         config, graphdef, params, iteration = restore(args.evaluate)
         row = {"run_dir": args.evaluate, "iteration": iteration,
                "num_simulations": config.num_simulations,
                **evaluate_at(config, graphdef, params, jax.random.key(args.seed),
-                             args.extra_eval_simulations)}
+                             args.extra_eval_simulations, args.eval_games)}
         print(json.dumps(row), flush=True)
         return row
     return run(config_lib.from_namespace(Config, args), args.iterations, args.eval_every,
-               eval_simulations=args.extra_eval_simulations, run_dir=args.run_dir)
+               eval_simulations=args.extra_eval_simulations, run_dir=args.run_dir,
+               eval_games=args.eval_games)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys, t
                     "--num-simulations", "4", "--hidden", "8", "--value-support", "5",
                     "--train-steps", "2", "--buffer-size", "128",
                     "--train-batch-size", "8", "--iterations", "2", "--eval-every", "0",
-                    "--seed", "5", "--run-dir", run_dir])
+                    "--eval-games", "8", "--seed", "5", "--run-dir", run_dir])
 
     def refuse(name):
         raise ValueError(f"bare {name} in a metrics line")
@@ -32,7 +32,7 @@ def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys, t
     assert 0 < rows[0]["train_cpu_seconds"] <= rows[1]["train_cpu_seconds"]
     assert rows[1]["train_cpu_seconds"] <= rows[1]["cpu_seconds"]
     assert "eval_score" not in rows[0] and last is not rows[0]
-    # 64 evaluation games from fresh boards, every one played to its end.
+    # 8 evaluation games (--eval-games) from fresh boards, every one played to its end.
     assert last["eval_unfinished"] == 0 and last["eval_score"] > 0
     assert last["eval_moves"] > 0 and np.isfinite(last["value_loss"])
 
@@ -56,12 +56,19 @@ def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys, t
     key = jax.random.split(jax.random.key(5), 3)[2]
     for _ in range(2):
         play_key, _, key = jax.random.split(key, 3)
-    again = kc.evaluate_at(config, graphdef, params, jax.random.fold_in(play_key, 1))
+    again = kc.evaluate_at(config, graphdef, params, jax.random.fold_in(play_key, 1), games=8)
     assert again == {k: last[k] for k in again}
     # --evaluate plays it again; an extra count equal to the run's own is the same games.
-    row = kc.main(["--evaluate", run_dir, "--extra-eval-simulations", "4", "--seed", "1"])
+    row = kc.main(["--evaluate", run_dir, "--extra-eval-simulations", "4", "--eval-games", "8",
+                   "--seed", "1"])
     assert json.loads(capsys.readouterr().out) == row and row["iteration"] == 2
     assert row["eval_at_4"] == {k: row[k] for k in row["eval_at_4"]}
+
+
+def test_eval_games_below_one_is_refused_by_name(capsys):
+    with pytest.raises(SystemExit):
+        kc.main(["--eval-games", "0"])
+    assert "--eval-games must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_the_greedy_gumbel_search_is_the_same_for_every_key():
