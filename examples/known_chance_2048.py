@@ -199,8 +199,12 @@ def train(config: Config, graphdef: nnx.GraphDef, optimizer: optax.GradientTrans
     return params, opt_state, total / max(config.train_steps, 1)
 
 
+# Games of one evaluation, unless --eval-games says otherwise.
+EVAL_GAMES = 64
+
+
 def evaluate_at(config: Config, graphdef: nnx.GraphDef, params: Any, key: jax.Array,
-                extra_simulations: tuple[int, ...] = (), games: int = 64) -> dict:
+                extra_simulations: tuple[int, ...] = (), games: int = EVAL_GAMES) -> dict:
     """``games`` greedy games at the run's own ``num_simulations``
     (:func:`game_2048.summarise`'s keys), and as many more with the same network and
     the same key (the same fresh boards) at each of ``extra_simulations``, under
@@ -228,7 +232,7 @@ def restore(run_dir: str) -> tuple[Config, nnx.GraphDef, Any, int]:
 
 def run(config: Config, iterations: int, eval_every: int, log=print,
         eval_simulations: tuple[int, ...] = (), run_dir: str | None = None,
-        eval_games: int = 64) -> dict:
+        eval_games: int = EVAL_GAMES) -> dict:
     boards_key, key = jax.random.split(jax.random.key(config.seed), 3)[1:]
     graphdef, params = init(config)
     optimizer = make_optimizer(config)
@@ -279,7 +283,7 @@ def main(argv: list[str] | None = None) -> dict:
                    help="comma-separated simulation counts: each evaluation also plays "
                         "its games at each of them with the same network "
                         "(eval_at_S in the line)")
-    p.add_argument("--eval-games", type=int, default=64,
+    p.add_argument("--eval-games", type=int, default=EVAL_GAMES,
                    help="greedy games each evaluation plays from fresh boards")
     p.add_argument("--run-dir", default=None,
                    help="save the value network here after every evaluation")
