@@ -13,10 +13,17 @@ LOWEST_STAMP := $(LOWEST_VENV)/.installed-$(shell cat pyproject.toml | cksum | c
 # uv installs the package and its extras (pip only installs uv itself): it downloads
 # and unpacks in parallel. Into a new venv on this machine: 70 s wall, 22 CPU-s,
 # against pip's 310 s and 85 CPU-s.
+# --compile-bytecode writes every installed module's .pyc at install time. Python
+# writes them itself on a first import, but not where PYTHONDONTWRITEBYTECODE is set
+# (as on this project's machines): there every process compiled jax, flax and the
+# rest from source again, 2 of the 4.4 s that `import examples.selfplay` took, in
+# each of the suite's workers and the dozens of processes its tests start. (Not in the
+# lowest-versions venv: one process, which imports less than compiling all would cost.)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check "uv>=0.13.9"
-	$(VENV)/bin/uv pip install -q --python $(PY) -e ".[test,examples,bench,openspiel,docs]"
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) \
+		-e ".[test,examples,bench,openspiel,docs]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
