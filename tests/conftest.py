@@ -53,6 +53,14 @@ def xla_flags(*extra: str) -> str:
 # JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS=0 saved about 3% but shortens every op_name
 # to its last component, which the HLO checks of test_policy.py read). Subprocesses that
 # compile the same programs share a cache of their own (test_reliability.py).
+# Also tried and not kept (2026-12-05, one core): optimisation level 1 for every compile
+# (eight example-heavy files: 478.5 CPU-s against 319.1 at level 0; compiles 2.5x
+# dearer, and only pgx's backgammon rules ran enough to repay it: that test compiles
+# them optimised itself), Shardy off (JAX_USE_SHARDY_PARTITIONER=false: 75.4 against
+# 74.0 CPU-s on test_composition.py), glibc malloc tunables (75.0), and XLA's CPU
+# scheduler, copy-insertion region analysis or XNNPACK off (within the 70-77 CPU-s that
+# three runs of the unchanged file gave). What was kept
+# lives in the Makefile: jemalloc as malloc, and .pyc files written at install.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + FAST_XLA_FLAGS).strip()
 
