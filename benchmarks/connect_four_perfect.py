@@ -12,7 +12,7 @@ leaf, ``solve=True``) at each ``--mcts`` simulation count, on the first
 
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 \\
         [--simulations 0,32,256,1024] [--mcts 1000,10000] [--mcts-positions 200] \\
-        [--sets end_easy,...] [--solver] [--json out.json]
+        [--sets end_easy,...] [--solver] [--graph-search] [--json out.json]
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 --steps all \\
         --positions 300 --simulations 0,256 --mcts '' --json curve.json   # a curve
 
@@ -158,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--solver", action=argparse.BooleanOptionalAction, default=None,
                    help="the agent's search with the MCTS-solver (default: as the run trained)")
+    p.add_argument("--graph-search", action=argparse.BooleanOptionalAction, default=None,
+                   help="the agent's search as a graph, transpositions sharing a node "
+                   "(default: as the run trained)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
@@ -166,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [n for n in a.sets.split(",") if n in cs.available()]
     from benchmarks.connect_four_probe import Probe
     from jaxpuct.alphazero.rundir import read_json_lines
-    probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch, solver=a.solver)
+    probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch, solver=a.solver,
+                  graph_search=a.graph_search)
     if a.steps is not None:
         steps = checkpoint_steps(a.steps, probe.steps())
     else:
@@ -186,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_seconds = {r["iteration"]: r.get("train_seconds")
                          for r in read_json_lines(metrics_path)}
     print(f"run {a.run_dir}, checkpoints {steps}; policy {probe.config.policy}"
-          f"{', MCTS-solver' if solve else ''}")
+          f"{', MCTS-solver' if solve else ''}{', graph search' if probe.graph_search else ''}")
     curve = []
     for step in steps:
         params = probe.restore(step).params
@@ -214,8 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         # One checkpoint: the record as before; several: one entry per checkpoint.
         record = ({"run_dir": a.run_dir, "step": steps[0], "solver": solve,
-                   "results": curve[0]["results"]} if a.steps is None
-                  else {"run_dir": a.run_dir, "solver": solve, "checkpoints": curve})
+                   "graph_search": probe.graph_search, "results": curve[0]["results"]}
+                  if a.steps is None
+                  else {"run_dir": a.run_dir, "solver": solve,
+                        "graph_search": probe.graph_search, "checkpoints": curve})
         with open(a.json, "w") as f:
             json.dump(record, f, indent=1)
     return 0

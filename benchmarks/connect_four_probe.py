@@ -129,7 +129,7 @@ class Probe:
     """The run's network and searches, compiled once for all checkpoints."""
 
     def __init__(self, run_dir: str, simulations: list[int], batch: int,
-                 solver: bool | None = None):
+                 solver: bool | None = None, graph_search: bool | None = None):
         from jaxpuct.alphazero import checkpoints, selfplay
         from jaxpuct.alphazero.trainer import Trainer
         self.run_dir = run_dir
@@ -142,11 +142,13 @@ class Probe:
         self.apply = jax.jit(self.trainer.apply_fn)
         # None: as the run trained.
         self.solver = self.config.solver if solver is None else solver
+        self.graph_search = self.config.graph_search if graph_search is None else graph_search
         self.search = {}
         for s in simulations:
             # Automatic capacity (S + 1 nodes) and no reuse: one fresh search.
             config = dataclasses.replace(self.config, num_simulations=s, max_nodes=0,
-                                         reuse_tree=False, solver=self.solver)
+                                         reuse_tree=False, solver=self.solver,
+                                         graph_search=self.graph_search)
             fns = selfplay.make_search_fns(config, self.trainer.env, self.trainer.apply_fn,
                                            self.trainer.game.num_actions)
             self.search[s] = jax.jit(

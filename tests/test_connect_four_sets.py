@@ -153,3 +153,42 @@ def test_checkpoint_steps_of_a_curve():
     assert checkpoint_steps("100, 300", [100, 200, 300]) == [100, 300]
     with pytest.raises(SystemExit, match=r"no checkpoint at \[250\]; the run has \[100, 200\]"):
         checkpoint_steps("100,250", [200, 100])
+
+
+def test_play_settings_search_is_the_perfect_benchmarks_and_its_cli(tmp_path, capsys):
+    """``connect_four_play_settings``' ``base`` is the search that
+    ``connect_four_perfect`` scores (the same moves on the same positions), its
+    other settings are legal searches, and the command line refuses a name it
+    does not know."""
+    pytest.importorskip("orbax.checkpoint")
+    import json
+
+    import jaxpuct.alphazero as az
+    from benchmarks import connect_four_perfect as cp
+    from benchmarks import connect_four_play_settings as ps
+    from benchmarks.connect_four_probe import Probe
+    from jaxpuct.alphazero import checkpoints
+
+    config = az.SelfPlayConfig(game="connect_four", network="resnet", channels=4, blocks=1,
+                               hidden=(8,), batch_size=2, num_simulations=8)
+    run_dir = str(tmp_path / "run")
+    checkpoints.save_checkpoint(run_dir, az.Trainer(config).init(), config)
+    probe = Probe(run_dir, [8], 8)
+    position_set = cs.load("end_easy")
+    state, legal = cp.set_states(position_set, 8)
+    params = probe.restore(probe.steps()[-1]).params
+    expected = cp.agent_actions(probe, params, state, legal, [8])[8][0]
+
+    record = str(tmp_path / "settings.json")
+    assert ps.main(["--run-dir", run_dir, "--settings", "base,graph_solver", "--simulations",
+                    "8", "--set", "end_easy", "--positions", "8", "--batch", "8",
+                    "--json", record]) == 0
+    rows = json.load(open(record))["results"]
+    assert [r["setting"] for r in rows] == ["base", "graph_solver"]
+    np.testing.assert_array_equal(rows[0]["actions"], expected)
+    assert rows[0]["keeps"] == cp.summarise(position_set.scores[:8], expected)["keeps"]
+    assert legal[np.arange(8), rows[1]["actions"]].all()
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        ps.main(["--run-dir", run_dir, "--settings", "base,nonsense"])
+    assert "unknown ['nonsense']" in capsys.readouterr().err

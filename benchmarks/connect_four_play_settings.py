@@ -1,0 +1,144 @@
+"""Play-time settings of one trained connect-four network's search, against perfect
+play: the same checkpoint searched with each setting below on a position set of
+:mod:`benchmarks.connect_four_sets`, scored as :mod:`benchmarks.connect_four_perfect`
+scores it (the share of moves that keep the game-theoretic value, the share that are
+strong-optimal, 95% Wilson intervals).
+
+The searches are ``jaxpuct.alphazero_policy`` with the run's network, no root noise,
+temperature 0 and the run's other settings, changed one keyword at a time:
+
+* ``base``: the defaults (``PUCTConfig()``, the most visited move);
+* ``lcb``: the move of the highest lower confidence bound (``final_move="lcb"``;
+  KataGo's LCB move selection);
+* ``solver``: the MCTS-solver (Winands et al. 2008); ``graph``: Monte-Carlo graph
+  search (Czech et al. 2021), transpositions sharing a node; ``graph_solver``: both;
+  ``graph_solver_nostop``: both, walks continuing through transpositions;
+* ``c_init_2``, ``c_init_0.8``: the exploration constant; ``fpu_0``, ``fpu_0.4``:
+  the first-play-urgency reduction inside the tree; ``value_weighted``: the
+  value-weighted move; ``stdev``: KataGo's variance-scaled exploration
+  (``utility_stdev_scale=0.85``).
+
+    python -m benchmarks.connect_four_play_settings --run-dir runs/c4 \\
+        [--settings base,graph_solver] [--simulations 256] [--set middle_medium] [--json out.json]
+
+Only the search changes: a gain here is free for a user of the trained network, a
+loss says which default to keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from benchmarks import connect_four_perfect as cp
+from benchmarks import connect_four_sets as cs
+
+
+def settings() -> dict[str, dict[str, Any]]:
+    """Each setting's keywords to ``jaxpuct.alphazero_policy`` (module docstring)."""
+    from jaxpuct import PUCTConfig
+    from jaxpuct.graph import GraphConfig
+    return {
+        "base": {},
+        "lcb": {"final_move": "lcb"},
+        "solver": {"solver": True},
+        "graph": {"graph": GraphConfig()},
+        "graph_solver": {"graph": GraphConfig(), "solver": True},
+        "graph_solver_nostop": {"graph": GraphConfig(stop_at_transposition=False),
+                                "solver": True},
+        "solver_lcb": {"solver": True, "final_move": "lcb"},
+        "c_init_2": {"selection": PUCTConfig(c_init=2.0)},
+        "c_init_0.8": {"selection": PUCTConfig(c_init=0.8)},
+        "fpu_0": {"selection": PUCTConfig(fpu_reduction=0.0)},
+        "fpu_0.4": {"selection": PUCTConfig(fpu_reduction=0.4)},
+        "value_weighted": {"value_weighted": True},
+        "stdev": {"selection": PUCTConfig(utility_stdev_scale=0.85)},
+    }
+
+
+def setting_actions(probe: Any, params: Any, state: Any, count: int, simulations: int,
+                    keywords: dict[str, Any]) -> np.ndarray:
+    """``[count]`` moves of the run's search with ``keywords`` on ``state``
+    (``count`` positions), in chunks of the probe's batch."""
+    import jaxpuct
+    from jaxpuct.alphazero import selfplay
+
+    config = dataclasses.replace(probe.config, num_simulations=simulations, max_nodes=0,
+                                 reuse_tree=False, solver=False, graph_search=False)
+    fns = selfplay.make_search_fns(config, probe.trainer.env, probe.trainer.apply_fn,
+                                   probe.trainer.game.num_actions)
+
+    @jax.jit
+    def act(params, keys, st):
+        root = fns.root_fn(params, keys[0], st)
+        return jaxpuct.alphazero_policy(
+            params, keys, root, fns.recurrent_fn, simulations, dirichlet_fraction=0.0,
+            temperature=0.0, max_nodes=config.capacity, **keywords).action
+
+    keys = jax.random.split(jax.random.key(0), count)
+    return np.concatenate([
+        np.asarray(act(params, keys[sl], jax.tree.map(lambda x, sl=sl: x[sl], state)))
+        for sl in probe._chunks(count)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--step", type=int, default=None, help="checkpoint step (default: newest)")
+    p.add_argument("--settings", default=",".join(settings()),
+                   help="names separated by commas (module docstring)")
+    p.add_argument("--simulations", type=int, default=256)
+    p.add_argument("--set", default="middle_medium", choices=cs.SET_NAMES)
+    p.add_argument("--positions", type=int, default=0, help="the first this many (0: all)")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--json", default=None)
+    a = p.parse_args(argv)
+    known = settings()
+    names = [n.strip() for n in a.settings.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        p.error(f"--settings: unknown {unknown}; expected names from {sorted(known)}")
+    if a.simulations < 1:
+        p.error(f"--simulations must be >= 1, got {a.simulations}")
+    from benchmarks.connect_four_probe import Probe
+    probe = Probe(a.run_dir, [], a.batch)
+    if probe.config.policy != "alphazero":
+        raise SystemExit(f"{a.run_dir} trained policy {probe.config.policy!r}; these "
+                         f"settings are alphazero_policy's")
+    step = a.step if a.step is not None else probe.steps()[-1]
+    params = probe.restore(step).params
+    position_set = cs.load(a.set)
+    state, legal = cp.set_states(position_set, a.positions or None)
+    scores = position_set.scores[:len(legal)]
+    print(f"run {a.run_dir}, checkpoint {step}; {a.set}, {len(legal)} positions, "
+          f"S = {a.simulations}")
+    print("| setting | keeps value | strong-optimal | keeps (critical) | seconds |")
+    print("|---|---|---|---|---|")
+    rows = []
+    for name in names:
+        start = time.perf_counter()
+        actions = setting_actions(probe, params, state, len(legal), a.simulations, known[name])
+        seconds = time.perf_counter() - start
+        if not np.all(legal[np.arange(len(legal)), actions]):
+            raise RuntimeError(f"setting {name} played an illegal move")
+        r = cp.summarise(scores, actions)
+        print(f"| {name} | {r['keeps']:.3f} [{r['keeps_ci'][0]:.3f}, {r['keeps_ci'][1]:.3f}] | "
+              f"{r['optimal']:.3f} | {r['keeps_critical']:.3f} | {seconds:.0f} |", flush=True)
+        rows.append({"setting": name, "seconds": seconds, **r, "actions": actions.tolist()})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"run_dir": a.run_dir, "step": step, "set": a.set,
+                       "simulations": a.simulations, "results": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
