@@ -25,8 +25,8 @@ a random one, half as X and half as O
 ``GAME_DEFAULTS["2048"]``) keeps ``--batch-size`` boards alive across iterations
 and plays ``--segment-length`` moves of each per iteration, a game cut by the
 segment's end written truncated; every ``--eval-every`` iterations the greedy
-search plays 64 games from fresh boards to their ends (mean score ± standard
-error). ``--game 2048 --model stochastic`` is Stochastic MuZero (Antonoglou et al.
+search plays ``--eval-games`` games (64) from fresh boards to their ends (mean
+score ± standard error). ``--game 2048 --model stochastic`` is Stochastic MuZero (Antonoglou et al.
 2022, :mod:`jaxpuct.muzero.stochastic_training`): the same segments searched by
 ``stochastic_gumbel_policy`` (``--policy gumbel``) or ``stochastic_policy``
 (``--policy alphazero``) through the learned afterstates and ``--num-codes``
@@ -145,9 +145,10 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
                    "boards; tic-tac-toe: optimal moves, lines lost, games against minimax "
                    "and random), under eval_at_S in metrics.jsonl, beside the run's own "
                    "--num-simulations")
+    p.add_argument("--eval-games", type=int, default=64,
+                   help="2048 and connect_four: games per evaluation (2048: from fresh "
+                   "boards; connect_four: half per colour against MCTSBot)")
     arena_flags = p.add_argument_group("connect_four: evaluation against OpenSpiel's MCTSBot")
-    arena_flags.add_argument("--eval-games", type=int, default=64,
-                             help="games per evaluation, half per colour")
     arena_flags.add_argument("--eval-simulations", type=int, default=256,
                              help="the greedy search's simulations per move there")
     arena_flags.add_argument("--opponent-simulations", type=int, default=1000,
@@ -500,7 +501,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                 eval_key = jax.random.fold_in(play_key, 1)
                 row.update(selfplay.evaluate_at_counts(
                     config, extra_eval_simulations, functools.partial(
-                        game_2048.evaluate, model=model, params=agent_params, key=eval_key)))
+                        game_2048.evaluate, model=model, params=agent_params, key=eval_key,
+                        num_games=eval_games)))
                 last = row
             elif evaluate:
                 eval_key = jax.random.fold_in(play_key, 1)
@@ -534,6 +536,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(game_defaults(argv))
     args = parser.parse_args(argv)
+    if args.eval_games < 1:
+        parser.error(f"--eval-games must be >= 1, got {args.eval_games}")
     if args.extra_eval_simulations and args.game == "connect_four":
         parser.error("--extra-eval-simulations is for games 2048 and tic_tac_toe; connect_four "
                      "evaluates at --eval-simulations")

@@ -149,10 +149,11 @@ def test_the_example_evaluates_at_extra_simulation_counts_on_the_same_games(tmp_
              "--num-simulations", "2", "--hidden", "8", "--latent-size", "4",
              "--value-support", "5", "--reward-support", "5", "--train-steps", "1",
              "--train-batch-size", "4", "--buffer-size", "64", "--iterations", "1",
-             "--eval-every", "0", "--checkpoint-every", "0", "--run-dir", str(tmp_path)]
+             "--eval-every", "0", "--checkpoint-every", "0", "--eval-games", "8",
+             "--run-dir", str(tmp_path)]
     example.main([*flags, "--extra-eval-simulations", "2"])
     (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    # At the run's own count the extra evaluation is the same 64 games.
+    # At the run's own count the extra evaluation is the same 8 games.
     own = {k: row[k] for k in ("eval_score", "eval_score_se", "eval_median", "eval_moves",
                                "eval_unfinished")}
     assert row["eval_at_2"] == own and own["eval_unfinished"] == 0
@@ -160,6 +161,9 @@ def test_the_example_evaluates_at_extra_simulation_counts_on_the_same_games(tmp_
     with pytest.raises(SystemExit):
         example.main(["--game", "connect_four", "--extra-eval-simulations", "8"])
     assert "--extra-eval-simulations is for games 2048 and tic_tac_toe" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        example.main([*flags, "--eval-games", "0"])
+    assert "--eval-games must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_a_resnet_reads_the_flat_board_as_planes_of_exponents():
