@@ -3,8 +3,9 @@
 game-theoretic value and the share that are strong-optimal (fastest win, slowest
 loss), with 95% Wilson intervals.
 
-Players: the prior's argmax over legal moves (``S = 0``) and the run's search (its
-policy and graph setting, no root noise, the most visited move; Gumbel: its greedy
+Players: the prior's argmax over legal moves (``S = 0``; with ``--search-symmetry
+average``, the averaged network's) and the run's search (its policy, graph and
+symmetry settings, no root noise, the most visited move; Gumbel: its greedy
 choice) at each ``--simulations``, for the newest checkpoint of ``--run-dir`` (or
 ``--step``); and OpenSpiel's ``MCTSBot`` (UCT ``c = 2``, one random rollout per
 leaf, ``solve=True``) at each ``--mcts`` simulation count, on the first
@@ -12,7 +13,8 @@ leaf, ``solve=True``) at each ``--mcts`` simulation count, on the first
 
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 \\
         [--simulations 0,32,256,1024] [--mcts 1000,10000] [--mcts-positions 200] \\
-        [--sets end_easy,...] [--solver] [--graph-search] [--json out.json]
+        [--sets end_easy,...] [--solver] [--graph-search] [--search-symmetry average] \
+        [--json out.json]
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 --steps all \\
         --positions 300 --simulations 0,256 --mcts '' --json curve.json   # a curve
 
@@ -36,6 +38,7 @@ import numpy as np
 
 from benchmarks import connect_four_sets as cs
 from jaxpuct.alphazero import scores
+from jaxpuct.alphazero.config import SEARCH_SYMMETRIES
 
 
 def wilson(successes: int, n: int) -> tuple[float, float]:
@@ -161,6 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--graph-search", action=argparse.BooleanOptionalAction, default=None,
                    help="the agent's search as a graph, transpositions sharing a node "
                    "(default: as the run trained)")
+    p.add_argument("--search-symmetry", choices=SEARCH_SYMMETRIES, default=None,
+                   help="the agent's network under the board's symmetries: one at random "
+                   "per node, or the average of the board and its mirror (default: as "
+                   "the run trained)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
@@ -170,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.connect_four_probe import Probe
     from jaxpuct.alphazero.rundir import read_json_lines
     probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch, solver=a.solver,
-                  graph_search=a.graph_search)
+                  graph_search=a.graph_search, search_symmetry=a.search_symmetry)
     if a.steps is not None:
         steps = checkpoint_steps(a.steps, probe.steps())
     else:
@@ -189,8 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.path.exists(metrics_path):
         train_seconds = {r["iteration"]: r.get("train_seconds")
                          for r in read_json_lines(metrics_path)}
+    sym = probe.search_symmetry
     print(f"run {a.run_dir}, checkpoints {steps}; policy {probe.config.policy}"
-          f"{', MCTS-solver' if solve else ''}{', graph search' if probe.graph_search else ''}")
+          f"{', MCTS-solver' if solve else ''}{', graph search' if probe.graph_search else ''}"
+          f"{'' if sym == 'none' else f', symmetries: {sym}'}")
     curve = []
     for step in steps:
         params = probe.restore(step).params
@@ -217,11 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                       "results": results})
     if a.json:
         # One checkpoint: the record as before; several: one entry per checkpoint.
-        record = ({"run_dir": a.run_dir, "step": steps[0], "solver": solve,
-                   "graph_search": probe.graph_search, "results": curve[0]["results"]}
+        settings = {"solver": solve, "graph_search": probe.graph_search,
+                    "search_symmetry": sym}
+        record = ({"run_dir": a.run_dir, "step": steps[0], **settings,
+                   "results": curve[0]["results"]}
                   if a.steps is None
-                  else {"run_dir": a.run_dir, "solver": solve,
-                        "graph_search": probe.graph_search, "checkpoints": curve})
+                  else {"run_dir": a.run_dir, **settings, "checkpoints": curve})
         with open(a.json, "w") as f:
             json.dump(record, f, indent=1)
     return 0

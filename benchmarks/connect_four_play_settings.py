@@ -16,7 +16,13 @@ temperature 0 and the run's other settings, changed one keyword at a time:
 * ``c_init_2``, ``c_init_0.8``: the exploration constant; ``fpu_0``, ``fpu_0.4``:
   the first-play-urgency reduction inside the tree; ``value_weighted``: the
   value-weighted move; ``stdev``: KataGo's variance-scaled exploration
-  (``utility_stdev_scale=0.85``).
+  (``utility_stdev_scale=0.85``);
+* ``mirror_average``: the network evaluated as the average over the board and its
+  left-right mirror at every node (``SelfPlayConfig.search_symmetry="average"``;
+  twice the network's work, so ``base`` at twice the simulations is its equal-cost
+  comparison); ``mirror_random``: one of the two drawn per node (AlphaGo's random
+  symmetry; the network's work of ``base``); ``mirror_average_graph_solver``: the
+  average with graph search and the solver.
 
     python -m benchmarks.connect_four_play_settings --run-dir runs/c4 \\
         [--settings base,graph_solver] [--simulations 256] [--set middle_medium] [--json out.json]
@@ -61,31 +67,51 @@ def settings() -> dict[str, dict[str, Any]]:
         "fpu_0.4": {"selection": PUCTConfig(fpu_reduction=0.4)},
         "value_weighted": {"value_weighted": True},
         "stdev": {"selection": PUCTConfig(utility_stdev_scale=0.85)},
+        "mirror_average": {_SYMMETRY: "average"},
+        "mirror_random": {_SYMMETRY: "random"},
+        "mirror_average_graph_solver": {_SYMMETRY: "average", "graph": GraphConfig(),
+                                        "solver": True},
     }
+
+
+# Not a keyword of the policy: the run's SelfPlayConfig.search_symmetry (popped
+# before the call).
+_SYMMETRY = "eval_symmetry"
+
+
+def setting_search(probe: Any, simulations: int, keywords: dict[str, Any]) -> Any:
+    """The run's search with ``keywords``, jitted: ``search(params, keys [N], state
+    [N]) -> PolicyOutput`` (``action [N]``; ``search_tree``, whose summary has the
+    root's visit counts ``[N, 7]``)."""
+    import jaxpuct
+    from jaxpuct.alphazero import selfplay
+
+    config = dataclasses.replace(probe.config, num_simulations=simulations, max_nodes=0,
+                                 reuse_tree=False, solver=False, graph_search=False)
+    keywords = dict(keywords)
+    config = dataclasses.replace(config, search_symmetry=keywords.pop(_SYMMETRY, "none"))
+    fns = selfplay.make_search_fns(config, probe.trainer.env, probe.trainer.apply_fn,
+                                   probe.trainer.game.num_actions)
+    root_fn, recurrent_fn = fns.root_fn, fns.recurrent_fn
+
+    @jax.jit
+    def search(params, keys, st):
+        root = root_fn(params, keys[0], st)
+        return jaxpuct.alphazero_policy(
+            params, keys, root, recurrent_fn, simulations, dirichlet_fraction=0.0,
+            temperature=0.0, max_nodes=config.capacity, **keywords)
+
+    return search
 
 
 def setting_actions(probe: Any, params: Any, state: Any, count: int, simulations: int,
                     keywords: dict[str, Any]) -> np.ndarray:
     """``[count]`` moves of the run's search with ``keywords`` on ``state``
     (``count`` positions), in chunks of the probe's batch."""
-    import jaxpuct
-    from jaxpuct.alphazero import selfplay
-
-    config = dataclasses.replace(probe.config, num_simulations=simulations, max_nodes=0,
-                                 reuse_tree=False, solver=False, graph_search=False)
-    fns = selfplay.make_search_fns(config, probe.trainer.env, probe.trainer.apply_fn,
-                                   probe.trainer.game.num_actions)
-
-    @jax.jit
-    def act(params, keys, st):
-        root = fns.root_fn(params, keys[0], st)
-        return jaxpuct.alphazero_policy(
-            params, keys, root, fns.recurrent_fn, simulations, dirichlet_fraction=0.0,
-            temperature=0.0, max_nodes=config.capacity, **keywords).action
-
+    search = setting_search(probe, simulations, keywords)
     keys = jax.random.split(jax.random.key(0), count)
     return np.concatenate([
-        np.asarray(act(params, keys[sl], jax.tree.map(lambda x, sl=sl: x[sl], state)))
+        np.asarray(search(params, keys[sl], jax.tree.map(lambda x, sl=sl: x[sl], state)).action)
         for sl in probe._chunks(count)])
 
 

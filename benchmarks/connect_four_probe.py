@@ -129,7 +129,8 @@ class Probe:
     """The run's network and searches, compiled once for all checkpoints."""
 
     def __init__(self, run_dir: str, simulations: list[int], batch: int,
-                 solver: bool | None = None, graph_search: bool | None = None):
+                 solver: bool | None = None, graph_search: bool | None = None,
+                 search_symmetry: str | None = None):
         from jaxpuct.alphazero import checkpoints, selfplay
         from jaxpuct.alphazero.trainer import Trainer
         self.run_dir = run_dir
@@ -143,12 +144,20 @@ class Probe:
         # None: as the run trained.
         self.solver = self.config.solver if solver is None else solver
         self.graph_search = self.config.graph_search if graph_search is None else graph_search
+        self.search_symmetry = (self.config.search_symmetry if search_symmetry is None
+                                else search_symmetry)
+        if self.search_symmetry == "average":  # the prior the search sees
+            from jaxpuct.envs import symmetries
+            from jaxpuct.envs.pgx_games import symmetries as game_symmetries
+            self.apply = jax.jit(symmetries.symmetric_apply(
+                self.trainer.apply_fn, game_symmetries("connect_four")))
         self.search = {}
         for s in simulations:
             # Automatic capacity (S + 1 nodes) and no reuse: one fresh search.
             config = dataclasses.replace(self.config, num_simulations=s, max_nodes=0,
                                          reuse_tree=False, solver=self.solver,
-                                         graph_search=self.graph_search)
+                                         graph_search=self.graph_search,
+                                         search_symmetry=self.search_symmetry)
             fns = selfplay.make_search_fns(config, self.trainer.env, self.trainer.apply_fn,
                                            self.trainer.game.num_actions)
             self.search[s] = jax.jit(

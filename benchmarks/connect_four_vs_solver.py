@@ -212,15 +212,18 @@ def with_book(scorer: Scorer, book: dict[str, np.ndarray]) -> Scorer:
 
 
 def agent_player(run_dir: str, step: int | None, simulations: int,
-                 seed: int = 0, solver: bool | None = None) -> tuple[Player, str]:
+                 seed: int = 0, solver: bool | None = None,
+                 symmetry: str | None = None) -> tuple[Player, str]:
     """The run's greedy agent (:func:`jaxpuct.alphazero.arena.network_agent`) as a
     :data:`Player`, and its description. Each position is rebuilt as a pgx state
     from the empty board (moves padded to 42 plies, so one compile serves all).
-    ``solver``: its search with the MCTS-solver or not (default: as the run trained)."""
+    ``solver``: its search with the MCTS-solver or not; ``symmetry``: its network
+    under the board's symmetries (``network_agent``'s; both default to the run's)."""
     import jax
 
     from jaxpuct.alphazero import arena
-    act, game, who = arena.network_agent(run_dir, step, simulations, solver=solver)
+    act, game, who = arena.network_agent(run_dir, step, simulations, solver=solver,
+                                         symmetry=symmetry)
     if game != "connect_four":
         raise SystemExit(f"{run_dir} trained {game}, not connect_four")
     key = jax.random.key(seed)
@@ -253,9 +256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="solver transposition table: 2**N entries of 16 bytes")
     p.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
                    help="the agent's search with the MCTS-solver (default: as the run trained)")
+    p.add_argument("--agent-symmetry", choices=("none", "random", "average"), default=None,
+                   help="the agent's network under the board's symmetries (default: as the "
+                   "run trained)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
-    agent, who = agent_player(a.run_dir, a.step, a.simulations, solver=a.agent_solver)
+    agent, who = agent_player(a.run_dir, a.step, a.simulations, solver=a.agent_solver,
+                              symmetry=a.agent_symmetry)
     print(f"{who}\n  vs the exact solver, longest defence; agent "
           f"{'second' if a.agent_second else 'first'}\n{TABLE_HEAD}", flush=True)
     start = time.time()

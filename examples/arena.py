@@ -28,6 +28,7 @@ import time
 
 from jaxpuct.alphazero import arena, rundir
 from jaxpuct.alphazero.checkpoints import CheckpointError
+from jaxpuct.alphazero.config import SEARCH_SYMMETRIES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
                     help="jaxpuct's search with the MCTS-solver (default: as the run "
                     "trained; off for a pure search)")
+    me.add_argument("--agent-symmetry", choices=SEARCH_SYMMETRIES, default=None,
+                    help="the network of --run-dir under the board's symmetries: one at "
+                    "random per node, or the average over all (default: as the run trained)")
     op = p.add_argument_group("OpenSpiel opponent")
     op.add_argument("--opponent", choices=("mcts", "random"), default="mcts")
     op.add_argument("--opponent-simulations", type=int, default=1000)
@@ -113,15 +117,22 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
             if args.agent_solver:
                 sys.exit("error: --agent-solver is for known-rules searches; a MuZero "
                          "run's search has no terminal states to prove")
+            if args.agent_symmetry:
+                sys.exit("error: --agent-symmetry is for known-rules searches (their "
+                         "network sees pgx's boards); not for a MuZero run")
             agent, game, who = muzero.network_agent(args.run_dir, args.step, args.simulations)
         elif args.run_dir:
             agent, game, who = arena.network_agent(args.run_dir, args.step, args.simulations,
-                                                   solver=args.agent_solver)
+                                                   solver=args.agent_solver,
+                                                   symmetry=args.agent_symmetry)
             if args.game and args.game != game:
                 sys.exit(f"error: --game {args.game}, but {args.run_dir!r} trained {game}")
         else:
             if not args.game:
                 sys.exit("error: pass --game (or --run-dir)")
+            if args.agent_symmetry:
+                sys.exit("error: --agent-symmetry needs --run-dir (a pure search has no "
+                         "network to evaluate under symmetries)")
             game = args.game
             agent, who = arena.pure_search_agent(game, args.simulations or 100, args.value,
                                                  solver=bool(args.agent_solver))

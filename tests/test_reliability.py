@@ -876,6 +876,12 @@ def test_arena_agent_with_the_solver_moves_optimally(tmp_path, trainer, referenc
     agent, _, description = arena.network_agent(run_dir, num_simulations=64, solver=True)
     assert "MCTS-solver" in description
     assert "MCTS-solver" not in arena.network_agent(run_dir, num_simulations=2)[2]
+    # The network under symmetries, whatever the run trained with (tested in
+    # tests/test_selfplay.py); a name that is not one is refused by name.
+    averaged = arena.network_agent(run_dir, num_simulations=2, symmetry="average")[2]
+    assert "symmetries: average" in averaged
+    with pytest.raises(ValueError, match="search_symmetry"):
+        arena.network_agent(run_dir, num_simulations=2, symmetry="mirror")
     positions = [p for p in tictactoe.all_positions()
                  if sum(c != 0 for c in p) == 6][:64]
     state = tictactoe.pgx_states(positions)

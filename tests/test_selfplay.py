@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import subprocess
 import sys
@@ -343,3 +344,62 @@ def test_visit_targets_are_the_visit_distribution_at_every_ply():
         dataclasses.replace(TINY, policy="gumbel", policy_target="visits")
     with pytest.raises(ValueError, match="policy_target .* visits excludes early_stop"):
         dataclasses.replace(TINY, policy_target="visits", early_stop=True)
+
+
+def test_search_symmetry_reaches_the_self_play_search(trainer):
+    """``SelfPlayConfig.search_symmetry``. ``average``: the self-play search is
+    equivariant, positions and their quarter-turned images giving turned visit counts
+    (the plain network's search is not); ``random``: each root is evaluated under one
+    of the 8 symmetries, drawn per root, and the whole search runs with it; a bad
+    name is refused by name."""
+    from jaxpuct.alphazero import selfplay
+    from jaxpuct.envs.pgx_games import symmetries
+    from jaxpuct.testing import tictactoe
+
+    table = symmetries("tic_tac_toe")
+    cells, actions = np.asarray(table.cells), np.asarray(table.actions)
+    # Positions that no symmetry but the identity leaves alone, so the check is not
+    # about ties; 1 is a quarter turn.
+    positions = [p for p in tictactoe.all_positions()
+                 if sum(c != 0 for c in p) == 3
+                 and all(tuple(np.asarray(p)[cells[k]]) != p for k in range(1, 8))][:8]
+    turned = [tuple(int(c) for c in np.asarray(p)[cells[1]]) for p in positions]
+    state, turned_state = tictactoe.pgx_states(positions), tictactoe.pgx_states(turned)
+    params = trainer.init().params
+    keys = jax.random.split(jax.random.key(3), 8)
+
+    def search_fns(mode):
+        config = dataclasses.replace(TINY, num_simulations=24, search_symmetry=mode)
+        return selfplay.make_search_fns(config, trainer.env, trainer.apply_fn, 9)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def visits(mode, state):
+        out = selfplay.search(search_fns(mode), params, keys, state, dirichlet_fraction=0.0,
+                              temperature=jnp.zeros((8,)))
+        return out.search_tree.summary().visit_counts
+
+    for mode, equivariant in (("average", True), ("none", False)):
+        # The turned image's visits at a turned by the table: v'[a] = v[actions[1, a]].
+        same = np.array_equal(np.asarray(visits(mode, turned_state)),
+                              np.asarray(visits(mode, state))[:, actions[1]])
+        assert same == equivariant, mode
+
+    random_fns = search_fns("random")
+
+    @jax.jit
+    def root_values(seed_keys):
+        """The root values of four keys ``[4, B]``, and the network's value of each
+        position under each symmetry ``[K, B]``."""
+        drawn = jax.vmap(lambda key: random_fns.root_fn(params, key, state).value)(seed_keys)
+        every = jnp.stack([trainer.apply_fn(params, table.transform_obs(
+            state.observation, jnp.full((8,), k)))[1] for k in range(8)])
+        return drawn, every
+
+    drawn, every = map(np.asarray, root_values(jax.random.split(jax.random.key(5), 4)))
+    k = np.abs(drawn[:, None, :] - every[None]).argmin(axis=1)       # [4, B]
+    np.testing.assert_allclose(drawn, every[k, np.arange(8)], atol=1e-6)
+    assert len(set(k.ravel().tolist())) >= 4  # drawn per root, not one fixed symmetry
+    counts = np.asarray(visits("random", state))
+    assert counts.sum(axis=1).tolist() == [24] * 8
+    with pytest.raises(ValueError, match="search_symmetry"):
+        dataclasses.replace(TINY, search_symmetry="mirror")

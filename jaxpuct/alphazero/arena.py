@@ -169,7 +169,8 @@ def greedy_search(fns: Any) -> Callable:
 
 def network_agent(run_dir: str, step: int | None = None,
                   num_simulations: int | None = None,
-                  solver: bool | None = None) -> tuple[Agent, str, str]:
+                  solver: bool | None = None,
+                  symmetry: str | None = None) -> tuple[Agent, str, str]:
     """The greedy agent of a training run (``examples/selfplay.py``'s ``--run-dir``):
     its search with the network of checkpoint ``step`` (default: the newest intact
     one), no root noise, the most visited move.
@@ -180,6 +181,9 @@ def network_agent(run_dir: str, step: int | None = None,
       num_simulations: per move (default: the run's).
       solver: search with the MCTS-solver or without it (default: as the run
         trained, ``SelfPlayConfig.solver``).
+      symmetry: the network under the board's symmetries, ``"none"``,
+        ``"random"`` or ``"average"`` (default: as the run trained,
+        ``SelfPlayConfig.search_symmetry``).
 
     Returns:
       ``(agent, game, description)``.
@@ -200,12 +204,16 @@ def network_agent(run_dir: str, step: int | None = None,
     ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), config, step=step)
     n = config.num_simulations if num_simulations is None else num_simulations
     solve = config.solver if solver is None else solver
-    fns = selfplay.make_search_fns(dataclasses.replace(config, num_simulations=n, solver=solve),
-                                   trainer.env, trainer.apply_fn, trainer.game.num_actions)
+    sym = config.search_symmetry if symmetry is None else symmetry
+    # replace() validates the name (ValueError naming the accepted ones).
+    played = dataclasses.replace(config, num_simulations=n, solver=solve, search_symmetry=sym)
+    fns = selfplay.make_search_fns(played, trainer.env, trainer.apply_fn,
+                                   trainer.game.num_actions)
     act = greedy_search(fns)
     params = ts.params
     description = (f"jaxpuct network of {run_dir} at iteration {int(ts.iteration)}, "
-                   f"{n} simulations{', MCTS-solver' if solve else ''}, greedy")
+                   f"{n} simulations{', MCTS-solver' if solve else ''}"
+                   f"{'' if sym == 'none' else f', symmetries: {sym}'}, greedy")
     return (lambda keys, state: act(params, keys, state)), config.game, description
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "POLICIES",
     "POLICY_TARGETS",
     "LR_SCHEDULES",
+    "SEARCH_SYMMETRIES",
     "RunOptions",
     "SelfPlayConfig",
     "add_arguments",
@@ -45,6 +46,7 @@ POLICIES = ("alphazero", "gumbel", "sampled")
 NETWORKS = ("mlp", "resnet")
 LR_SCHEDULES = ("constant", "cosine")
 POLICY_TARGETS = ("played", "visits")
+SEARCH_SYMMETRIES = ("none", "random", "average")
 # Longest game per pgx game (pgx's own limits; go: 9 * 9 * 2 moves).
 MAX_MOVES = {"tic_tac_toe": 9, "connect_four": 42, "othello": 130, "go_9x9": 162}
 
@@ -140,6 +142,12 @@ class SelfPlayConfig:
       solver: the MCTS-solver in every search (Winands et al. 2008;
         jaxpuct.solver): terminal outcomes are proven and backed up, walks stop
         at proven nodes, the move takes a proven win; not with policy sampled.
+      search_symmetry: how every search (self-play, evaluation, the arena) sees
+        the network, under the board's symmetries (jaxpuct.envs.symmetries):
+        none; random (each node evaluated under one symmetry drawn at random,
+        as AlphaGo and AlphaGo Zero did); average (the mean of the network
+        over all the symmetries, an ensemble at K times the network's work:
+        connect_four K = 2, the other games 8).
       early_stop: in the games past temperature_moves, a search stops taking
         simulations once no other root action can overtake the most visited one
         (jaxpuct.early_stop; Leela Chess Zero's smart pruning at factor 1). Their
@@ -192,6 +200,7 @@ class SelfPlayConfig:
     reuse_tree: bool = False
     graph_search: bool = False
     solver: bool = False
+    search_symmetry: str = _knob("none", choices=SEARCH_SYMMETRIES)
     early_stop: bool = False
     max_nodes: int = _knob(0, minimum=0)
     seed: int = 0

@@ -90,13 +90,27 @@ class SearchFns:
     policy: str = "alphazero"
 
 
+_ROOT_SYMMETRY_STREAM = 0x5E7  # fold_in data: any constant other streams do not use
+
+
 def make_search_fns(config: SelfPlayConfig, env: Environment, apply_fn: Callable | None,
                     num_actions: int) -> SearchFns:
     """Search functions of ``apply_fn(params, obs) -> (logits [B, A], value [B])``
-    with ``A = num_actions``; ``None``: a pure search (uniform prior, zero value)."""
+    with ``A = num_actions``, evaluated under ``config.search_symmetry``; ``None``:
+    a pure search (uniform prior, zero value)."""
     policy = config.policy
     if apply_fn is None:
+        # The zero network is the same under every symmetry: none is applied.
         apply_fn, policy = zero_apply(num_actions), "alphazero"
+    elif config.search_symmetry != "none":
+        from jaxpuct.envs import symmetries
+        from jaxpuct.envs.pgx_games import symmetries as game_symmetries
+        table, mode = game_symmetries(config.game), config.search_symmetry
+        return SearchFns(
+            config=config, env=env,
+            root_fn=symmetries.make_root_fn(apply_fn, env, table, mode=mode),
+            recurrent_fn=symmetries.make_recurrent_fn(apply_fn, env, table, mode=mode),
+            policy=policy)
     return SearchFns(config=config, env=env, root_fn=make_root_fn(apply_fn, env),
                      recurrent_fn=make_recurrent_fn(apply_fn, env), policy=policy)
 
@@ -131,7 +145,12 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
     # At temperature 0 the move and the (one-hot) target are the most visited
     # action, which early stopping keeps.
     early_stop = (temperature == 0) if c.early_stop else False
-    root = fns.root_fn(params, keys[0], state)
+    root_key = keys[0]
+    if c.search_symmetry == "random":
+        # The roots' symmetries get a stream of their own, not the first game's
+        # search key (its Dirichlet noise and walks).
+        root_key = jax.random.fold_in(root_key, _ROOT_SYMMETRY_STREAM)
+    root = fns.root_fn(params, root_key, state)
     if tree is not None:
         fresh = fresh_tree(c, root)
         tree = batch_where(present(tree_valid, "tree_valid"), tree, fresh)
