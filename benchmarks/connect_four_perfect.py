@@ -168,12 +168,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the agent's network under the board's symmetries: one at random "
                    "per node, or the average of the board and its mirror (default: as "
                    "the run trained)")
+    p.add_argument("--data-dir", default=cs.DATA_DIR,
+                   help="the set files (default: the shipped ones; another seed's from "
+                   "python -m benchmarks.connect_four_sets --generate --data-dir)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     sims = [int(x) for x in a.simulations.split(",") if x.strip()]
     mcts = [int(x) for x in a.mcts.split(",") if x.strip()]
-    names = [n for n in a.sets.split(",") if n in cs.available()]
+    names = [n for n in a.sets.split(",") if n in cs.available(a.data_dir)]
     from benchmarks.connect_four_probe import Probe
     from jaxpuct.alphazero.rundir import read_json_lines
     probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch, solver=a.solver,
@@ -186,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     count = a.positions or None
     sets = {}
     for name in names:
-        s = cs.load(name)
+        s = cs.load(name, a.data_dir)
         if s.moves:
             sets[name] = (s, *set_states(s, count))
         else:
@@ -227,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         # One checkpoint: the record as before; several: one entry per checkpoint.
         settings = {"solver": solve, "graph_search": probe.graph_search,
-                    "search_symmetry": sym}
+                    "search_symmetry": sym, "data_dir": os.path.relpath(a.data_dir)}
         record = ({"run_dir": a.run_dir, "step": steps[0], **settings,
                    "results": curve[0]["results"]}
                   if a.steps is None

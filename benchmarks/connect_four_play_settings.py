@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -125,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--set", default="middle_medium", choices=cs.SET_NAMES)
     p.add_argument("--positions", type=int, default=0, help="the first this many (0: all)")
     p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--data-dir", default=cs.DATA_DIR,
+                   help="the set files (default: the shipped ones)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     known = settings()
@@ -141,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          f"settings are alphazero_policy's")
     step = a.step if a.step is not None else probe.steps()[-1]
     params = probe.restore(step).params
-    position_set = cs.load(a.set)
+    position_set = cs.load(a.set, a.data_dir)
     state, legal = cp.set_states(position_set, a.positions or None)
     scores = position_set.scores[:len(legal)]
     print(f"run {a.run_dir}, checkpoint {step}; {a.set}, {len(legal)} positions, "
@@ -162,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"run_dir": a.run_dir, "step": step, "set": a.set,
+                       "data_dir": os.path.relpath(a.data_dir),
                        "simulations": a.simulations, "results": rows}, f, indent=1)
     return 0
 

@@ -30,6 +30,8 @@ notation; ``-`` for the empty board), ``x`` for a full column.
     python -m benchmarks.connect_four_sets --generate [--per-set 1000] [--seed 0]
         [--sets end_easy,middle_easy,...] [--max-seconds 3600]
     python -m benchmarks.connect_four_sets --check   # re-solve a sample of each file
+    python -m benchmarks.connect_four_sets --generate --seed 1 --sets middle_medium \
+        --data-dir runs/sets_seed1   # a second, independent set (not shipped)
 
 Generation is in CPython except the solver; it stops a set at ``--per-set``
 positions or when ``--max-seconds`` of solving are spent on it, whichever comes
@@ -305,13 +307,14 @@ def available(directory: str = DATA_DIR) -> list[str]:
     return [n for n in SET_NAMES if os.path.exists(os.path.join(directory, f"{n}.txt"))]
 
 
-def check(names: Iterable[str], sample: int, seed: int, solver: ScoreSolver, log=print) -> bool:
+def check(names: Iterable[str], sample: int, seed: int, solver: ScoreSolver, log=print,
+          directory: str = DATA_DIR) -> bool:
     """Re-solves ``sample`` random lines of each file and checks each line's stage
     and difficulty; True when everything agrees."""
     ok = True
     rng = np.random.default_rng(seed)
     for name in names:
-        s = load(name)
+        s = load(name, directory)
         (lo, hi), (dlo, dhi) = stage_and_difficulty(name)
         stones = s.stones
         left = np.array([moves_left(int(b), int(n)) for b, n in zip(s.best, stones, strict=True)])
@@ -337,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-seconds", type=float, default=3600.0,
                    help="wall-clock seconds at most per set (the solver runs in its own process)")
     p.add_argument("--sample", type=int, default=50, help="--check: lines re-solved per set")
+    p.add_argument("--data-dir", default=DATA_DIR,
+                   help="where the set files are written and read (default: the shipped ones)")
     a = p.parse_args(argv)
     names = [n for n in a.sets.split(",") if n]
     for n in names:
@@ -345,10 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ScoreSolver() as solver:
         if a.generate:
             for s in generate(names, a.per_set, a.seed, a.max_seconds, solver).values():
-                print("wrote", save(s))
+                print("wrote", save(s, a.data_dir))
         if a.check:
-            present = [n for n in names if n in available()]
-            return 0 if check(present, a.sample, a.seed, solver) else 1
+            present = [n for n in names if n in available(a.data_dir)]
+            return 0 if check(present, a.sample, a.seed, solver, directory=a.data_dir) else 1
     return 0
 
 
