@@ -13,7 +13,7 @@ leaf, ``solve=True``) at each ``--mcts`` simulation count, on the first
 
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 \\
         [--simulations 0,32,256,1024] [--mcts 1000,10000] [--mcts-positions 200] \\
-        [--sets end_easy,...] [--solver] [--graph-search] [--search-symmetry average] \
+        [--sets end_easy,...] [--solver] [--graph-search] [--search-symmetry average] \\
         [--json out.json]
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 --steps all \\
         --positions 300 --simulations 0,256 --mcts '' --json curve.json   # a curve

@@ -49,67 +49,74 @@ from benchmarks import connect_four_perfect as cp
 from benchmarks import connect_four_sets as cs
 
 
-def settings() -> dict[str, dict[str, Any]]:
-    """Each setting's keywords to ``jaxpuct.alphazero_policy`` (module docstring)."""
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One play-time setting.
+
+    Attributes:
+      keywords: to ``jaxpuct.alphazero_policy``.
+      symmetry: how the search's network sees the board
+        (``SelfPlayConfig.search_symmetry``).
+    """
+
+    keywords: dict[str, Any] = dataclasses.field(default_factory=dict)
+    symmetry: str = "none"
+
+
+def settings() -> dict[str, Setting]:
+    """Each setting by name (module docstring)."""
     from jaxpuct import PUCTConfig
     from jaxpuct.graph import GraphConfig
+    graph_solver = {"graph": GraphConfig(), "solver": True}
     return {
-        "base": {},
-        "lcb": {"final_move": "lcb"},
-        "solver": {"solver": True},
-        "graph": {"graph": GraphConfig()},
-        "graph_solver": {"graph": GraphConfig(), "solver": True},
-        "graph_solver_nostop": {"graph": GraphConfig(stop_at_transposition=False),
-                                "solver": True},
-        "solver_lcb": {"solver": True, "final_move": "lcb"},
-        "c_init_2": {"selection": PUCTConfig(c_init=2.0)},
-        "c_init_0.8": {"selection": PUCTConfig(c_init=0.8)},
-        "fpu_0": {"selection": PUCTConfig(fpu_reduction=0.0)},
-        "fpu_0.4": {"selection": PUCTConfig(fpu_reduction=0.4)},
-        "value_weighted": {"value_weighted": True},
-        "stdev": {"selection": PUCTConfig(utility_stdev_scale=0.85)},
-        "mirror_average": {_SYMMETRY: "average"},
-        "mirror_random": {_SYMMETRY: "random"},
-        "mirror_average_graph_solver": {_SYMMETRY: "average", "graph": GraphConfig(),
-                                        "solver": True},
+        "base": Setting(),
+        "lcb": Setting({"final_move": "lcb"}),
+        "solver": Setting({"solver": True}),
+        "graph": Setting({"graph": GraphConfig()}),
+        "graph_solver": Setting(graph_solver),
+        "graph_solver_nostop": Setting({"graph": GraphConfig(stop_at_transposition=False),
+                                        "solver": True}),
+        "solver_lcb": Setting({"solver": True, "final_move": "lcb"}),
+        "c_init_2": Setting({"selection": PUCTConfig(c_init=2.0)}),
+        "c_init_0.8": Setting({"selection": PUCTConfig(c_init=0.8)}),
+        "fpu_0": Setting({"selection": PUCTConfig(fpu_reduction=0.0)}),
+        "fpu_0.4": Setting({"selection": PUCTConfig(fpu_reduction=0.4)}),
+        "value_weighted": Setting({"value_weighted": True}),
+        "stdev": Setting({"selection": PUCTConfig(utility_stdev_scale=0.85)}),
+        "mirror_average": Setting(symmetry="average"),
+        "mirror_random": Setting(symmetry="random"),
+        "mirror_average_graph_solver": Setting(graph_solver, symmetry="average"),
     }
 
 
-# Not a keyword of the policy: the run's SelfPlayConfig.search_symmetry (popped
-# before the call).
-_SYMMETRY = "eval_symmetry"
-
-
-def setting_search(probe: Any, simulations: int, keywords: dict[str, Any]) -> Any:
-    """The run's search with ``keywords``, jitted: ``search(params, keys [N], state
+def setting_search(probe: Any, simulations: int, setting: Setting) -> Any:
+    """The run's search with ``setting``, jitted: ``search(params, keys [N], state
     [N]) -> PolicyOutput`` (``action [N]``; ``search_tree``, whose summary has the
     root's visit counts ``[N, 7]``)."""
     import jaxpuct
     from jaxpuct.alphazero import selfplay
 
     config = dataclasses.replace(probe.config, num_simulations=simulations, max_nodes=0,
-                                 reuse_tree=False, solver=False, graph_search=False)
-    keywords = dict(keywords)
-    config = dataclasses.replace(config, search_symmetry=keywords.pop(_SYMMETRY, "none"))
+                                 reuse_tree=False, solver=False, graph_search=False,
+                                 search_symmetry=setting.symmetry)
     fns = selfplay.make_search_fns(config, probe.trainer.env, probe.trainer.apply_fn,
                                    probe.trainer.game.num_actions)
-    root_fn, recurrent_fn = fns.root_fn, fns.recurrent_fn
 
     @jax.jit
     def search(params, keys, st):
-        root = root_fn(params, keys[0], st)
+        root = fns.root_fn(params, keys[0], st)
         return jaxpuct.alphazero_policy(
-            params, keys, root, recurrent_fn, simulations, dirichlet_fraction=0.0,
-            temperature=0.0, max_nodes=config.capacity, **keywords)
+            params, keys, root, fns.recurrent_fn, simulations, dirichlet_fraction=0.0,
+            temperature=0.0, max_nodes=config.capacity, **setting.keywords)
 
     return search
 
 
 def setting_actions(probe: Any, params: Any, state: Any, count: int, simulations: int,
-                    keywords: dict[str, Any]) -> np.ndarray:
-    """``[count]`` moves of the run's search with ``keywords`` on ``state``
+                    setting: Setting) -> np.ndarray:
+    """``[count]`` moves of the run's search with ``setting`` on ``state``
     (``count`` positions), in chunks of the probe's batch."""
-    search = setting_search(probe, simulations, keywords)
+    search = setting_search(probe, simulations, setting)
     keys = jax.random.split(jax.random.key(0), count)
     return np.concatenate([
         np.asarray(search(params, keys[sl], jax.tree.map(lambda x, sl=sl: x[sl], state)).action)

@@ -30,7 +30,7 @@ notation; ``-`` for the empty board), ``x`` for a full column.
     python -m benchmarks.connect_four_sets --generate [--per-set 1000] [--seed 0]
         [--sets end_easy,middle_easy,...] [--max-seconds 3600]
     python -m benchmarks.connect_four_sets --check   # re-solve a sample of each file
-    python -m benchmarks.connect_four_sets --generate --seed 1 --sets middle_medium \
+    python -m benchmarks.connect_four_sets --generate --seed 1 --sets middle_medium \\
         --data-dir runs/sets_seed1   # a second, independent set (not shipped)
 
 Generation is in CPython except the solver; it stops a set at ``--per-set``

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import connect_four_sets as cs
+from jaxpuct.alphazero.config import SEARCH_SYMMETRIES
 from jaxpuct.testing import connect_four as c4
 
 # Columns (0-based) from the centre outwards, the left one first: the tie-break.
@@ -256,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="solver transposition table: 2**N entries of 16 bytes")
     p.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
                    help="the agent's search with the MCTS-solver (default: as the run trained)")
-    p.add_argument("--agent-symmetry", choices=("none", "random", "average"), default=None,
+    p.add_argument("--agent-symmetry", choices=SEARCH_SYMMETRIES, default=None,
                    help="the agent's network under the board's symmetries (default: as the "
                    "run trained)")
     p.add_argument("--json", default=None)

@@ -90,7 +90,7 @@ class SearchFns:
     policy: str = "alphazero"
 
 
-_ROOT_SYMMETRY_STREAM = 0x5E7  # fold_in data: any constant other streams do not use
+_ROOT_KEY_STREAM = 0x5E7  # fold_in data: any constant other streams do not use
 
 
 def make_search_fns(config: SelfPlayConfig, env: Environment, apply_fn: Callable | None,
@@ -98,21 +98,20 @@ def make_search_fns(config: SelfPlayConfig, env: Environment, apply_fn: Callable
     """Search functions of ``apply_fn(params, obs) -> (logits [B, A], value [B])``
     with ``A = num_actions``, evaluated under ``config.search_symmetry``; ``None``:
     a pure search (uniform prior, zero value)."""
-    policy = config.policy
+    policy, pure = config.policy, apply_fn is None
     if apply_fn is None:
-        # The zero network is the same under every symmetry: none is applied.
         apply_fn, policy = zero_apply(num_actions), "alphazero"
-    elif config.search_symmetry != "none":
+    # The zero network is the same under every symmetry: none is applied to it.
+    if config.search_symmetry == "none" or pure:
+        root_fn, recurrent_fn = make_root_fn(apply_fn, env), make_recurrent_fn(apply_fn, env)
+    else:
         from jaxpuct.envs import symmetries
         from jaxpuct.envs.pgx_games import symmetries as game_symmetries
         table, mode = game_symmetries(config.game), config.search_symmetry
-        return SearchFns(
-            config=config, env=env,
-            root_fn=symmetries.make_root_fn(apply_fn, env, table, mode=mode),
-            recurrent_fn=symmetries.make_recurrent_fn(apply_fn, env, table, mode=mode),
-            policy=policy)
-    return SearchFns(config=config, env=env, root_fn=make_root_fn(apply_fn, env),
-                     recurrent_fn=make_recurrent_fn(apply_fn, env), policy=policy)
+        root_fn = symmetries.make_root_fn(apply_fn, env, table, mode=mode)
+        recurrent_fn = symmetries.make_recurrent_fn(apply_fn, env, table, mode=mode)
+    return SearchFns(config=config, env=env, root_fn=root_fn, recurrent_fn=recurrent_fn,
+                     policy=policy)
 
 
 def fresh_tree(config: SelfPlayConfig, root: Any) -> Any:
@@ -145,12 +144,10 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
     # At temperature 0 the move and the (one-hot) target are the most visited
     # action, which early stopping keeps.
     early_stop = (temperature == 0) if c.early_stop else False
-    root_key = keys[0]
-    if c.search_symmetry == "random":
-        # The roots' symmetries get a stream of their own, not the first game's
-        # search key (its Dirichlet noise and walks).
-        root_key = jax.random.fold_in(root_key, _ROOT_SYMMETRY_STREAM)
-    root = fns.root_fn(params, root_key, state)
+    # root_fn gets a stream of its own, not the first game's search key (its
+    # Dirichlet noise and walks); a root_fn that ignores its key costs nothing (the
+    # unused fold_in is dead code to XLA).
+    root = fns.root_fn(params, jax.random.fold_in(keys[0], _ROOT_KEY_STREAM), state)
     if tree is not None:
         fresh = fresh_tree(c, root)
         tree = batch_where(present(tree_valid, "tree_valid"), tree, fresh)
