@@ -407,3 +407,27 @@ def test_search_symmetry_reaches_the_self_play_search(trainer):
     assert counts.sum(axis=1).tolist() == [24] * 8
     with pytest.raises(ValueError, match="search_symmetry"):
         dataclasses.replace(TINY, search_symmetry="mirror")
+
+
+@pytest.mark.parametrize("policy, mode", [("gumbel", "average"), ("sampled", "random")])
+def test_search_symmetry_with_the_other_policies(trainer, policy, mode):
+    """``search_symmetry`` changes the search's two functions, which every policy of the
+    loop takes as they are: the Gumbel and the sampled self-play searches run with it
+    (one mode each; both modes are checked with PUCT above) and play legal moves with
+    targets that are distributions over the legal moves."""
+    from jaxpuct.alphazero import selfplay
+    from jaxpuct.testing import tictactoe
+
+    positions = [p for p in tictactoe.all_positions() if sum(c != 0 for c in p) == 2][:8]
+    state = tictactoe.pgx_states(positions)
+    config = dataclasses.replace(TINY, policy=policy, num_simulations=8, search_symmetry=mode)
+    fns = selfplay.make_search_fns(config, trainer.env, trainer.apply_fn, 9)
+    out = jax.jit(lambda params, keys, state: selfplay.search(
+        fns, params, keys, state, dirichlet_fraction=0.25,
+        temperature=jnp.ones((8,))))(trainer.init().params,
+                                     jax.random.split(jax.random.key(0), 8), state)
+    legal = np.asarray(state.legal_action_mask)
+    action, weights = np.asarray(out.action), np.asarray(out.action_weights)
+    assert legal[np.arange(8), action].all()
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-5)
+    assert np.all(weights[~legal] == 0)
