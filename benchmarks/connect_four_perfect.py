@@ -14,7 +14,7 @@ leaf, ``solve=True``) at each ``--mcts`` simulation count, on the first
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 \\
         [--simulations 0,32,256,1024] [--mcts 1000,10000] [--mcts-positions 200] \\
         [--sets end_easy,...] [--solver] [--graph-search] [--search-symmetry average] \\
-        [--json out.json]
+        [--ensemble runs/c4_seed1,...] [--json out.json]
     python -m benchmarks.connect_four_perfect --run-dir runs/c4 --steps all \\
         --positions 300 --simulations 0,256 --mcts '' --json curve.json   # a curve
 
@@ -168,6 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the agent's network under the board's symmetries: one at random "
                    "per node, or the average of the board and its mirror (default: as "
                    "the run trained)")
+    p.add_argument("--ensemble", default="",
+                   help="other runs of the same network, separated by commas: their newest "
+                   "checkpoints join --run-dir's in one averaged network (probabilities "
+                   "and values; jaxpuct.envs.ensemble)")
     p.add_argument("--data-dir", default=cs.DATA_DIR,
                    help="the set files (default: the shipped ones; another seed's from "
                    "python -m benchmarks.connect_four_sets --generate --data-dir)")
@@ -180,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.connect_four_probe import Probe
     from jaxpuct.alphazero.rundir import read_json_lines
     probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch, solver=a.solver,
-                  graph_search=a.graph_search, search_symmetry=a.search_symmetry)
+                  graph_search=a.graph_search, search_symmetry=a.search_symmetry,
+                  ensemble=[d for d in a.ensemble.split(",") if d.strip()])
     if a.steps is not None:
         steps = checkpoint_steps(a.steps, probe.steps())
     else:
@@ -202,10 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sym = probe.search_symmetry
     print(f"run {a.run_dir}, checkpoints {steps}; policy {probe.config.policy}"
           f"{', MCTS-solver' if solve else ''}{', graph search' if probe.graph_search else ''}"
-          f"{'' if sym == 'none' else f', symmetries: {sym}'}")
+          f"{'' if sym == 'none' else f', symmetries: {sym}'}"
+          + "".join(f", with {d} (checkpoint {step})" for d, step, _ in probe.members))
     curve = []
     for step in steps:
-        params = probe.restore(step).params
+        params = probe.params(step)
         print(f"checkpoint {step} (training seconds {train_seconds.get(step)})")
         print("| set | player | positions | keeps value | strong-optimal | critical | "
               "keeps (critical) | optimal (critical) | seconds |")
@@ -230,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         # One checkpoint: the record as before; several: one entry per checkpoint.
         settings = {"solver": solve, "graph_search": probe.graph_search,
-                    "search_symmetry": sym, "data_dir": os.path.relpath(a.data_dir)}
+                    "search_symmetry": sym, "data_dir": os.path.relpath(a.data_dir),
+                    "ensemble": [{"run_dir": d, "step": step} for d, step, _ in probe.members]}
         record = ({"run_dir": a.run_dir, "step": steps[0], **settings,
                    "results": curve[0]["results"]}
                   if a.steps is None

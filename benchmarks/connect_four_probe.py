@@ -43,6 +43,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -130,9 +131,13 @@ class Probe:
 
     def __init__(self, run_dir: str, simulations: list[int], batch: int,
                  solver: bool | None = None, graph_search: bool | None = None,
-                 search_symmetry: str | None = None):
-        from jaxpuct.alphazero import checkpoints, selfplay
+                 search_symmetry: str | None = None, ensemble: Sequence[str] = ()):
+        """``ensemble``: other runs of the same network whose newest checkpoints
+        join this run's in an averaged network (:mod:`jaxpuct.envs.ensemble`);
+        :meth:`params` then gives the stacked parameters, this run's first."""
+        from jaxpuct.alphazero import arena, checkpoints, selfplay
         from jaxpuct.alphazero.trainer import Trainer
+        from jaxpuct.envs import ensemble as ensembles
         self.run_dir = run_dir
         self.config = checkpoints.load_config(run_dir)
         if self.config.game != "connect_four":
@@ -140,7 +145,14 @@ class Probe:
         self.trainer = Trainer(self.config, devices=jax.devices()[:1])
         self.template = self.trainer.init()
         self.batch = batch
-        self.apply = jax.jit(self.trainer.apply_fn)
+        try:
+            self.members = arena.ensemble_members(ensemble, self.config)
+        except ValueError as err:
+            raise SystemExit(f"--ensemble: {err}") from err
+        apply_fn = self.trainer.apply_fn
+        if self.members:
+            apply_fn = ensembles.ensemble_apply(apply_fn)
+        self.apply = jax.jit(apply_fn)
         # None: as the run trained.
         self.solver = self.config.solver if solver is None else solver
         self.graph_search = self.config.graph_search if graph_search is None else graph_search
@@ -150,7 +162,7 @@ class Probe:
             from jaxpuct.envs import symmetries
             from jaxpuct.envs.pgx_games import symmetries as game_symmetries
             self.apply = jax.jit(symmetries.symmetric_apply(
-                self.trainer.apply_fn, game_symmetries("connect_four")))
+                apply_fn, game_symmetries("connect_four")))
         self.search = {}
         for s in simulations:
             # Automatic capacity (S + 1 nodes) and no reuse: one fresh search.
@@ -158,12 +170,21 @@ class Probe:
                                          reuse_tree=False, solver=self.solver,
                                          graph_search=self.graph_search,
                                          search_symmetry=self.search_symmetry)
-            fns = selfplay.make_search_fns(config, self.trainer.env, self.trainer.apply_fn,
+            fns = selfplay.make_search_fns(config, self.trainer.env, apply_fn,
                                            self.trainer.game.num_actions)
             self.search[s] = jax.jit(
                 lambda params, keys, state, fns=fns: selfplay.search(
                     fns, params, keys, state, dirichlet_fraction=0.0,
                     temperature=jnp.zeros((keys.shape[0],), jnp.float32)).action)
+
+    def params(self, step: int) -> Any:
+        """This run's network at ``step``, stacked with the ensemble's members when
+        there are any (leaves ``[M, ...]``, this run's first)."""
+        params = self.restore(step).params
+        if not self.members:
+            return params
+        from jaxpuct.envs import ensemble as ensembles
+        return ensembles.stack_params([params] + [p for _, _, p in self.members])
 
     def steps(self) -> list[int]:
         from jaxpuct.alphazero import checkpoints

@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--agent-symmetry", choices=SEARCH_SYMMETRIES, default=None,
                     help="the network of --run-dir under the board's symmetries: one at "
                     "random per node, or the average over all (default: as the run trained)")
+    me.add_argument("--agent-ensemble", default="",
+                    help="other runs of the same network as --run-dir, separated by commas: "
+                    "their newest checkpoints join its network, the search evaluating the "
+                    "mean of their probabilities and values (jaxpuct.envs.ensemble)")
     op = p.add_argument_group("OpenSpiel opponent")
     op.add_argument("--opponent", choices=("mcts", "random"), default="mcts")
     op.add_argument("--opponent-simulations", type=int, default=1000)
@@ -104,6 +108,10 @@ def _is_muzero_run(run_dir: str) -> bool:
         return "unroll_steps" in json.load(f)
 
 
+def _run_dirs(text: str) -> list[str]:
+    return [d.strip() for d in text.split(",") if d.strip()]
+
+
 def main(argv: list[str] | None = None) -> arena.MatchResult:
     args = build_parser().parse_args(argv)
     problem = games_problem(args.games) or (args.json and json_problem(args.json))
@@ -117,22 +125,23 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
             if args.agent_solver:
                 sys.exit("error: --agent-solver is for known-rules searches; a MuZero "
                          "run's search has no terminal states to prove")
-            if args.agent_symmetry:
-                sys.exit("error: --agent-symmetry is for known-rules searches (their "
-                         "network sees pgx's boards); not for a MuZero run")
+            if args.agent_symmetry or args.agent_ensemble:
+                sys.exit("error: --agent-symmetry and --agent-ensemble are for known-rules "
+                         "searches (their network sees pgx's boards); not for a MuZero run")
             agent, game, who = muzero.network_agent(args.run_dir, args.step, args.simulations)
         elif args.run_dir:
             agent, game, who = arena.network_agent(args.run_dir, args.step, args.simulations,
                                                    solver=args.agent_solver,
-                                                   symmetry=args.agent_symmetry)
+                                                   symmetry=args.agent_symmetry,
+                                                   ensemble=_run_dirs(args.agent_ensemble))
             if args.game and args.game != game:
                 sys.exit(f"error: --game {args.game}, but {args.run_dir!r} trained {game}")
         else:
             if not args.game:
                 sys.exit("error: pass --game (or --run-dir)")
-            if args.agent_symmetry:
-                sys.exit("error: --agent-symmetry needs --run-dir (a pure search has no "
-                         "network to evaluate under symmetries)")
+            if args.agent_symmetry or args.agent_ensemble:
+                sys.exit("error: --agent-symmetry and --agent-ensemble need --run-dir (a "
+                         "pure search has no network)")
             game = args.game
             agent, who = arena.pure_search_agent(game, args.simulations or 100, args.value,
                                                  solver=bool(args.agent_solver))

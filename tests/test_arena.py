@@ -198,8 +198,9 @@ def test_arena_command_line_checks_its_arguments_before_playing(tmp_path, monkey
     message = _arena_exit(pure + ["--games", "3"], monkeypatch)
     assert message == ("error: --games must be even and at least 2 (half the games per "
                        "colour), got 3")
-    message = _arena_exit(pure + ["--agent-symmetry", "average"], monkeypatch)
-    assert message.startswith("error: --agent-symmetry needs --run-dir")
+    for flag, value in (("--agent-symmetry", "average"), ("--agent-ensemble", "runs/x")):
+        message = _arena_exit(pure + [flag, value], monkeypatch)
+        assert message.startswith("error: --agent-symmetry and --agent-ensemble need --run-dir")
     missing = tmp_path / "no_such_run"
     message = _arena_exit(["--run-dir", str(missing)], monkeypatch)
     assert message.startswith(f"error: --run-dir {str(missing)!r} does not exist")

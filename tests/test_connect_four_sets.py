@@ -173,8 +173,8 @@ def test_checkpoint_steps_of_a_curve():
 def test_play_settings_search_is_the_perfect_benchmarks_and_its_cli(tmp_path, capsys):
     """``connect_four_play_settings``' ``base`` is the search that
     ``connect_four_perfect`` scores (the same moves on the same positions), its
-    other settings are legal searches, and the command line refuses a name it
-    does not know."""
+    other settings are legal searches, the command line refuses a name it does not
+    know, and an ensemble of the run with itself plays as the run."""
     pytest.importorskip("orbax.checkpoint")
     import json
 
@@ -234,3 +234,23 @@ def test_play_settings_search_is_the_perfect_benchmarks_and_its_cli(tmp_path, ca
     with pytest.raises(SystemExit):
         ps.main(["--run-dir", run_dir, "--settings", "base,nonsense"])
     assert "unknown ['nonsense']" in capsys.readouterr().err
+
+    # An ensemble (--ensemble) of the run with a copy of itself is the run: the mean of
+    # two equal networks is that network, so the prior and the search play its moves.
+    import shutil
+    copy = str(tmp_path / "copy")
+    shutil.copytree(run_dir, copy)
+    pair = Probe(run_dir, [8], 8, ensemble=[copy])
+    stacked = pair.params(probe.steps()[-1])
+    assert jax.tree.leaves(stacked)[0].shape[0] == 2
+    both = cp.agent_actions(pair, stacked, state, legal, [0, 8])
+    np.testing.assert_array_equal(both[8][0], expected)
+    np.testing.assert_array_equal(both[0][0], cp.agent_actions(probe, params, state, legal,
+                                                               [0])[0][0])
+    # A member of another network is refused by name.
+    other = dataclasses.replace(config, channels=8)
+    checkpoints.save_checkpoint(str(tmp_path / "wide"), az.Trainer(other).init(), other)
+    with pytest.raises(SystemExit,
+                       match="--ensemble: ensemble member .* has another network: channels 8 "
+                       "against 4"):
+        Probe(run_dir, [], 8, ensemble=[str(tmp_path / "wide")])

@@ -882,9 +882,18 @@ def test_arena_agent_with_the_solver_moves_optimally(tmp_path, trainer, referenc
     assert "symmetries: average" in averaged
     with pytest.raises(ValueError, match="search_symmetry"):
         arena.network_agent(run_dir, num_simulations=2, symmetry="mirror")
+    # An ensemble of the run with itself plays the run's moves (the mean of equal
+    # networks is that network); a member that is no run is named as such.
+    plain, _, _ = arena.network_agent(run_dir, num_simulations=2)
+    pair, _, paired = arena.network_agent(run_dir, num_simulations=2, ensemble=[run_dir])
+    assert f"averaged with {run_dir} at iteration 1" in paired
+    with pytest.raises(az.CheckpointError, match="ensemble member .* does not exist"):
+        arena.network_agent(run_dir, ensemble=[str(tmp_path / "none")])
     positions = [p for p in tictactoe.all_positions()
                  if sum(c != 0 for c in p) == 6][:64]
     state = tictactoe.pgx_states(positions)
-    action = np.asarray(agent(jax.random.split(jax.random.key(0), len(positions)), state))
+    keys = jax.random.split(jax.random.key(0), len(positions))
+    action = np.asarray(agent(keys, state))
     optimal = tictactoe.optimal_move_table()[[tictactoe.code(p) for p in positions]]
     assert np.all(optimal[np.arange(len(positions)), action])
+    np.testing.assert_array_equal(np.asarray(pair(keys, state)), np.asarray(plain(keys, state)))

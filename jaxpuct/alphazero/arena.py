@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -47,8 +47,9 @@ from jaxpuct.alphazero.config import MAX_MOVES
 from jaxpuct.alphazero.scores import MatchScore, match_score
 
 __all__ = ["ARENA_GAMES", "Agent", "ArenaMismatchError", "BotSpec", "MatchResult",
-           "check_same_position", "greedy_search", "make_bot", "network_agent", "openspiel_action",
-           "pgx_action", "play_match", "pure_search_agent"]
+           "check_same_position", "ensemble_members", "greedy_search", "make_bot",
+           "network_agent", "openspiel_action", "pgx_action", "play_match",
+           "pure_search_agent"]
 
 ARENA_GAMES: tuple[str, ...] = ("tic_tac_toe", "connect_four", "othello")
 # OpenSpiel's name of each pgx game (the same three names).
@@ -167,10 +168,60 @@ def greedy_search(fns: Any) -> Callable:
     return jax.jit(act)
 
 
+def _check_run_dir(run_dir: str, what: str = "--run-dir") -> None:
+    """Said here rather than by ``load_config``, whose hint is about resuming a run."""
+    from jaxpuct.alphazero.checkpoints import CheckpointError
+    if not os.path.isdir(run_dir):
+        raise CheckpointError(
+            f"{what} {run_dir!r} does not exist; expected the run directory of a "
+            f"training run (python -m examples.selfplay --run-dir ...)")
+    if not os.path.isfile(os.path.join(run_dir, "config.json")):
+        raise CheckpointError(
+            f"{what} {run_dir!r} holds no training run (no config.json: no checkpoint "
+            f"was saved there); expected the run directory of python -m examples.selfplay")
+
+
+# The fields that fix a run's network: runs that agree on them can be averaged.
+_NETWORK_FIELDS = ("game", "network", "hidden", "blocks", "channels")
+
+
+def ensemble_members(run_dirs: Sequence[str], config: Any) -> list[tuple[str, int, Any]]:
+    """The newest checkpoints of other runs of ``config``'s network, to average
+    with it (:mod:`jaxpuct.envs.ensemble`).
+
+    Args:
+      run_dirs: run directories of ``examples/selfplay.py``.
+      config: the ``SelfPlayConfig`` of the run they join.
+
+    Returns:
+      ``[(run_dir, iteration, params)]``, in the order given.
+
+    Raises:
+      ValueError: a run of another network (the differing fields are named).
+      CheckpointError: a directory that holds no run, or no intact checkpoint.
+    """
+    from jaxpuct.alphazero import checkpoints
+    from jaxpuct.alphazero.trainer import Trainer
+    out = []
+    for run_dir in run_dirs:
+        _check_run_dir(run_dir, "ensemble member")
+        other = checkpoints.load_config(run_dir)
+        differ = [f"{f} {getattr(other, f)!r} against {getattr(config, f)!r}"
+                  for f in _NETWORK_FIELDS if getattr(other, f) != getattr(config, f)]
+        if differ:
+            raise ValueError(f"ensemble member {run_dir!r} has another network: "
+                             f"{'; '.join(differ)}")
+        trainer = Trainer(other, devices=jax.devices()[:1])
+        ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), other)
+        out.append((run_dir, int(ts.iteration), ts.params))
+    return out
+
+
 def network_agent(run_dir: str, step: int | None = None,
                   num_simulations: int | None = None,
                   solver: bool | None = None,
-                  symmetry: str | None = None) -> tuple[Agent, str, str]:
+                  symmetry: str | None = None,
+                  ensemble: Sequence[str] = ()) -> tuple[Agent, str, str]:
     """The greedy agent of a training run (``examples/selfplay.py``'s ``--run-dir``):
     its search with the network of checkpoint ``step`` (default: the newest intact
     one), no root noise, the most visited move.
@@ -184,35 +235,36 @@ def network_agent(run_dir: str, step: int | None = None,
       symmetry: the network under the board's symmetries, ``"none"``,
         ``"random"`` or ``"average"`` (default: as the run trained,
         ``SelfPlayConfig.search_symmetry``).
+      ensemble: other runs of the same network (:func:`ensemble_members`) whose
+        newest checkpoints join this one: the search evaluates the mean of their
+        probabilities and values (:func:`jaxpuct.envs.ensemble.ensemble_apply`;
+        under ``symmetry="average"``, the mean over both).
 
     Returns:
       ``(agent, game, description)``.
     """
     from jaxpuct.alphazero import checkpoints, selfplay
     from jaxpuct.alphazero.trainer import Trainer
-    # Said here rather than by load_config, whose hint is about resuming a run.
-    if not os.path.isdir(run_dir):
-        raise checkpoints.CheckpointError(
-            f"--run-dir {run_dir!r} does not exist; expected the run directory of a "
-            f"training run (python -m examples.selfplay --run-dir ...)")
-    if not os.path.isfile(os.path.join(run_dir, "config.json")):
-        raise checkpoints.CheckpointError(
-            f"--run-dir {run_dir!r} holds no training run (no config.json: no checkpoint "
-            f"was saved there); expected the run directory of python -m examples.selfplay")
+    from jaxpuct.envs import ensemble as ensembles
+    _check_run_dir(run_dir)
     config = checkpoints.load_config(run_dir)
     trainer = Trainer(config, devices=jax.devices()[:1])
     ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), config, step=step)
+    members = ensemble_members(ensemble, config)
     n = config.num_simulations if num_simulations is None else num_simulations
     solve = config.solver if solver is None else solver
     sym = config.search_symmetry if symmetry is None else symmetry
     # replace() validates the name (ValueError naming the accepted ones).
     played = dataclasses.replace(config, num_simulations=n, solver=solve, search_symmetry=sym)
-    fns = selfplay.make_search_fns(played, trainer.env, trainer.apply_fn,
-                                   trainer.game.num_actions)
+    apply_fn, params = trainer.apply_fn, ts.params
+    if members:
+        apply_fn = ensembles.ensemble_apply(apply_fn)
+        params = ensembles.stack_params([params] + [p for _, _, p in members])
+    fns = selfplay.make_search_fns(played, trainer.env, apply_fn, trainer.game.num_actions)
     act = greedy_search(fns)
-    params = ts.params
-    description = (f"jaxpuct network of {run_dir} at iteration {int(ts.iteration)}, "
-                   f"{n} simulations{', MCTS-solver' if solve else ''}"
+    description = (f"jaxpuct network of {run_dir} at iteration {int(ts.iteration)}"
+                   + "".join(f" averaged with {d} at iteration {i}" for d, i, _ in members)
+                   + f", {n} simulations{', MCTS-solver' if solve else ''}"
                    f"{'' if sym == 'none' else f', symmetries: {sym}'}, greedy")
     return (lambda keys, state: act(params, keys, state)), config.game, description
 

@@ -7,7 +7,8 @@ functions into the ``root_fn``/``recurrent_fn`` pair the search calls;
 ``jaxpuct.envs.pgx_backgammon`` pgx's backgammon into a checker move and the roll, for
 chance-node search (:func:`jaxpuct.stochastic_policy`);
 ``jaxpuct.envs.hashing`` gives Zobrist hashes for graph search;
-``jaxpuct.envs.symmetries`` evaluates leaves under board symmetries and
+``jaxpuct.envs.symmetries`` evaluates leaves under board symmetries,
+``jaxpuct.envs.ensemble`` averages several networks of one architecture, and
 ``jaxpuct.envs.rollouts`` mixes rollout returns into the leaf value. None of these
 modules imports Flax.
 """

@@ -39,6 +39,7 @@ import numpy as np
 
 from jaxpuct.envs import adapter
 from jaxpuct.envs.adapter import ApplyFn, Environment
+from jaxpuct.envs.ensemble import mixture
 
 __all__ = [
     "MODES",
@@ -197,11 +198,7 @@ def symmetric_apply(apply_fn: ApplyFn, symmetries: Symmetries) -> ApplyFn:
         k = jnp.repeat(jnp.arange(num, dtype=jnp.int32), batch)  # [K * B], k-major
         tiled = jnp.tile(obs, (num,) + (1,) * (obs.ndim - 1))
         logits, value = apply_with_symmetry(apply_fn, symmetries, params, tiled, k)
-        probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
-        probs = jnp.mean(probs.reshape(num, batch, -1), axis=0)
-        value = jnp.mean(value.astype(jnp.float32).reshape(num, batch), axis=0)
-        tiny = jnp.finfo(jnp.float32).tiny
-        return jnp.log(jnp.maximum(probs, tiny)), value
+        return mixture(logits.reshape(num, batch, -1), value.reshape(num, batch))
 
     return apply
 
