@@ -236,17 +236,19 @@ def test_play_settings_search_is_the_perfect_benchmarks_and_its_cli(tmp_path, ca
     assert "unknown ['nonsense']" in capsys.readouterr().err
 
     # An ensemble (--ensemble) of the run with a copy of itself is the run: the mean of
-    # two equal networks is that network, so the prior and the search play its moves.
+    # two equal networks is that network (its search through network_agent is checked
+    # in tests/test_reliability.py; here the benchmark's stacking and its prior).
     import shutil
     copy = str(tmp_path / "copy")
     shutil.copytree(run_dir, copy)
-    pair = Probe(run_dir, [8], 8, ensemble=[copy])
+    pair = Probe(run_dir, [], 8, ensemble=[copy])
     stacked = pair.params(probe.steps()[-1])
     assert jax.tree.leaves(stacked)[0].shape[0] == 2
-    both = cp.agent_actions(pair, stacked, state, legal, [0, 8])
-    np.testing.assert_array_equal(both[8][0], expected)
-    np.testing.assert_array_equal(both[0][0], cp.agent_actions(probe, params, state, legal,
-                                                               [0])[0][0])
+    pair_logits, pair_value = pair.apply(stacked, state.observation)
+    np.testing.assert_allclose(jax.nn.softmax(pair_logits), jax.nn.softmax(logits),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pair_value, probe.apply(params, state.observation)[1],
+                               rtol=1e-5, atol=1e-6)
     # A member of another network is refused by name.
     other = dataclasses.replace(config, channels=8)
     checkpoints.save_checkpoint(str(tmp_path / "wide"), az.Trainer(other).init(), other)
