@@ -14,9 +14,9 @@ search, symmetry mode and adapter takes it unchanged:
   (:func:`mixture`, shared by both).
 
 The members run one after the other in the program (a loop unrolled at trace time,
-``M`` is small), not under ``vmap``: a batched convolution over parameter sets
-becomes a grouped convolution, which XLA's CPU backend runs far slower than ``M``
-plain ones.
+``M`` is small), not under ``vmap``, so that each member's network is the same program
+as when it runs alone (under ``vmap`` over the parameters a convolution would become
+a convolution with batched weights, whose speed on each backend was not measured).
 """
 
 from __future__ import annotations
