@@ -215,18 +215,21 @@ def with_book(scorer: Scorer, book: dict[str, np.ndarray]) -> Scorer:
 def agent_player(run_dir: str, step: int | None, simulations: int,
                  seed: int = 0, solver: bool | None = None,
                  symmetry: str | None = None,
-                 ensemble: Sequence[str] = ()) -> tuple[Player, str]:
+                 ensemble: Sequence[str] = (),
+                 graph_search: bool | None = None) -> tuple[Player, str]:
     """The run's greedy agent (:func:`jaxpuct.alphazero.arena.network_agent`) as a
     :data:`Player`, and its description. Each position is rebuilt as a pgx state
     from the empty board (moves padded to 42 plies, so one compile serves all).
     ``solver``: its search with the MCTS-solver or not; ``symmetry``: its network
     under the board's symmetries (``network_agent``'s; both default to the run's);
-    ``ensemble``: other runs whose networks join the run's (``network_agent``'s)."""
+    ``ensemble``: other runs whose networks join the run's; ``graph_search``: its
+    search as a graph or a tree (``network_agent``'s)."""
     import jax
 
     from jaxpuct.alphazero import arena
     act, game, who = arena.network_agent(run_dir, step, simulations, solver=solver,
-                                         symmetry=symmetry, ensemble=ensemble)
+                                         symmetry=symmetry, ensemble=ensemble,
+                                         graph_search=graph_search)
     if game != "connect_four":
         raise SystemExit(f"{run_dir} trained {game}, not connect_four")
     key = jax.random.key(seed)
@@ -262,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--agent-symmetry", choices=SEARCH_SYMMETRIES, default=None,
                    help="the agent's network under the board's symmetries (default: as the "
                    "run trained)")
+    p.add_argument("--agent-graph-search", action=argparse.BooleanOptionalAction, default=None,
+                   help="the agent's search as a graph (default: as the run trained)")
     p.add_argument("--agent-ensemble", default="",
                    help="other runs of the same network, separated by commas, averaged with "
                    "the run's (jaxpuct.envs.ensemble)")
@@ -269,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     agent, who = agent_player(a.run_dir, a.step, a.simulations, solver=a.agent_solver,
                               symmetry=a.agent_symmetry,
-                              ensemble=[d for d in a.agent_ensemble.split(",") if d.strip()])
+                              ensemble=[d for d in a.agent_ensemble.split(",") if d.strip()],
+                              graph_search=a.agent_graph_search)
     print(f"{who}\n  vs the exact solver, longest defence; agent "
           f"{'second' if a.agent_second else 'first'}\n{TABLE_HEAD}", flush=True)
     start = time.time()

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
                     help="jaxpuct's search with the MCTS-solver (default: as the run "
                     "trained; off for a pure search)")
+    me.add_argument("--agent-graph-search", action=argparse.BooleanOptionalAction,
+                    default=None, help="the network of --run-dir searching a graph, "
+                    "transpositions sharing a node (default: as the run trained)")
     me.add_argument("--agent-symmetry", choices=SEARCH_SYMMETRIES, default=None,
                     help="the network of --run-dir under the board's symmetries: one at "
                     "random per node, or the average over all (default: as the run trained)")
@@ -125,23 +128,25 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
             if args.agent_solver:
                 sys.exit("error: --agent-solver is for known-rules searches; a MuZero "
                          "run's search has no terminal states to prove")
-            if args.agent_symmetry or args.agent_ensemble:
-                sys.exit("error: --agent-symmetry and --agent-ensemble are for known-rules "
-                         "searches (their network sees pgx's boards); not for a MuZero run")
+            if args.agent_symmetry or args.agent_ensemble or args.agent_graph_search:
+                sys.exit("error: --agent-symmetry, --agent-ensemble and --agent-graph-search "
+                         "are for known-rules searches (their network sees pgx's boards); not "
+                         "for a MuZero run")
             agent, game, who = muzero.network_agent(args.run_dir, args.step, args.simulations)
         elif args.run_dir:
             agent, game, who = arena.network_agent(args.run_dir, args.step, args.simulations,
                                                    solver=args.agent_solver,
                                                    symmetry=args.agent_symmetry,
-                                                   ensemble=_run_dirs(args.agent_ensemble))
+                                                   ensemble=_run_dirs(args.agent_ensemble),
+                                                   graph_search=args.agent_graph_search)
             if args.game and args.game != game:
                 sys.exit(f"error: --game {args.game}, but {args.run_dir!r} trained {game}")
         else:
             if not args.game:
                 sys.exit("error: pass --game (or --run-dir)")
-            if args.agent_symmetry or args.agent_ensemble:
-                sys.exit("error: --agent-symmetry and --agent-ensemble need --run-dir (a "
-                         "pure search has no network)")
+            if args.agent_symmetry or args.agent_ensemble or args.agent_graph_search:
+                sys.exit("error: --agent-symmetry, --agent-ensemble and --agent-graph-search "
+                         "need --run-dir (they set a trained network's search)")
             game = args.game
             agent, who = arena.pure_search_agent(game, args.simulations or 100, args.value,
                                                  solver=bool(args.agent_solver))

@@ -198,9 +198,20 @@ def test_arena_command_line_checks_its_arguments_before_playing(tmp_path, monkey
     message = _arena_exit(pure + ["--games", "3"], monkeypatch)
     assert message == ("error: --games must be even and at least 2 (half the games per "
                        "colour), got 3")
-    for flag, value in (("--agent-symmetry", "average"), ("--agent-ensemble", "runs/x")):
-        message = _arena_exit(pure + [flag, value], monkeypatch)
-        assert message.startswith("error: --agent-symmetry and --agent-ensemble need --run-dir")
+    for flag in (["--agent-symmetry", "average"], ["--agent-ensemble", "runs/x"],
+                 ["--agent-graph-search"]):
+        message = _arena_exit(pure + flag, monkeypatch)
+        assert message.startswith("error: --agent-symmetry, --agent-ensemble and "
+                                  "--agent-graph-search need --run-dir")
+    # A MuZero run (its config has unroll_steps): the known-rules switches are refused.
+    muzero_run = tmp_path / "muzero_run"
+    muzero_run.mkdir()
+    (muzero_run / "config.json").write_text('{"unroll_steps": 5}')
+    for flag in (["--agent-symmetry", "average"], ["--agent-ensemble", "x"],
+                 ["--agent-graph-search"]):
+        message = _arena_exit(["--run-dir", str(muzero_run)] + flag, monkeypatch)
+        assert message.startswith("error: --agent-symmetry, --agent-ensemble and "
+                                  "--agent-graph-search are for known-rules searches")
     missing = tmp_path / "no_such_run"
     message = _arena_exit(["--run-dir", str(missing)], monkeypatch)
     assert message.startswith(f"error: --run-dir {str(missing)!r} does not exist")

@@ -897,3 +897,10 @@ def test_arena_agent_with_the_solver_moves_optimally(tmp_path, trainer, referenc
     optimal = tictactoe.optimal_move_table()[[tictactoe.code(p) for p in positions]]
     assert np.all(optimal[np.arange(len(positions)), action])
     np.testing.assert_array_equal(np.asarray(pair(keys, state)), np.asarray(plain(keys, state)))
+    # With graph search as well (the run trained without it), the proofs still make
+    # every move optimal.
+    graph, _, described = arena.network_agent(run_dir, num_simulations=64, solver=True,
+                                              graph_search=True)
+    assert "MCTS-solver, graph search" in described
+    action = np.asarray(graph(keys, state))
+    assert np.all(optimal[np.arange(len(positions)), action])

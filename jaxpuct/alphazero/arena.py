@@ -221,7 +221,8 @@ def network_agent(run_dir: str, step: int | None = None,
                   num_simulations: int | None = None,
                   solver: bool | None = None,
                   symmetry: str | None = None,
-                  ensemble: Sequence[str] = ()) -> tuple[Agent, str, str]:
+                  ensemble: Sequence[str] = (),
+                  graph_search: bool | None = None) -> tuple[Agent, str, str]:
     """The greedy agent of a training run (``examples/selfplay.py``'s ``--run-dir``):
     its search with the network of checkpoint ``step`` (default: the newest intact
     one), no root noise, the most visited move.
@@ -239,6 +240,8 @@ def network_agent(run_dir: str, step: int | None = None,
         newest checkpoints join this one: the search evaluates the mean of their
         probabilities and values (:func:`jaxpuct.envs.ensemble.ensemble_apply`;
         under ``symmetry="average"``, the mean over both).
+      graph_search: search as a graph, transpositions sharing a node, or as a tree
+        (default: as the run trained, ``SelfPlayConfig.graph_search``).
 
     Returns:
       ``(agent, game, description)``.
@@ -254,8 +257,10 @@ def network_agent(run_dir: str, step: int | None = None,
     n = config.num_simulations if num_simulations is None else num_simulations
     solve = config.solver if solver is None else solver
     sym = config.search_symmetry if symmetry is None else symmetry
+    graph = config.graph_search if graph_search is None else graph_search
     # replace() validates the name (ValueError naming the accepted ones).
-    played = dataclasses.replace(config, num_simulations=n, solver=solve, search_symmetry=sym)
+    played = dataclasses.replace(config, num_simulations=n, solver=solve, search_symmetry=sym,
+                                 graph_search=graph)
     apply_fn, params = trainer.apply_fn, ts.params
     if members:
         apply_fn = ensembles.ensemble_apply(apply_fn)
@@ -265,6 +270,7 @@ def network_agent(run_dir: str, step: int | None = None,
     description = (f"jaxpuct network of {run_dir} at iteration {int(ts.iteration)}"
                    + "".join(f" averaged with {d} at iteration {i}" for d, i, _ in members)
                    + f", {n} simulations{', MCTS-solver' if solve else ''}"
+                   f"{', graph search' if graph else ''}"
                    f"{'' if sym == 'none' else f', symmetries: {sym}'}, greedy")
     return (lambda keys, state: act(params, keys, state)), config.game, description
 
