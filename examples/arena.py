@@ -111,6 +111,15 @@ def _is_muzero_run(run_dir: str) -> bool:
         return "unroll_steps" in json.load(f)
 
 
+def game_records(result: arena.MatchResult) -> list[dict]:
+    """Each game of the match for ``--json``: who moved first, jaxpuct's result and
+    the moves (pgx's action ids)."""
+    assert result.agent_first is not None and result.outcome is not None
+    return [{"agent_first": bool(first), "result": int(outcome), "moves": list(moves)}
+            for first, outcome, moves in zip(result.agent_first, result.outcome,
+                                             result.moves, strict=True)]
+
+
 def _run_dirs(text: str) -> list[str]:
     return [d.strip() for d in text.split(",") if d.strip()]
 
@@ -166,7 +175,8 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
             json.dump({"game": game, "player": who, "opponent": bot.describe(),
                        "games": args.games, "seed": args.seed,
                        **{k: _finite(dataclasses.asdict(getattr(result, k)))
-                          for k in ("first", "second", "total")}}, f, indent=1)
+                          for k in ("first", "second", "total")},
+                       "game_records": game_records(result)}, f, indent=1)
     return result
 
 

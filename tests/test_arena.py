@@ -116,6 +116,21 @@ def test_perfect_tic_tac_toe_player_never_loses_to_random_bot():
     # Random play rarely holds a perfect first player to a draw.
     assert result.first.wins >= 12
     assert result.total.score_low > 0.5 and result.total.elo_low > 0
+    # The game records: replayed in OpenSpiel from the start, each ends where the
+    # match counted it, with jaxpuct's recorded result (X is OpenSpiel's player 0).
+    game = pyspiel.load_game("tic_tac_toe")
+    assert len(result.moves) == 32 and result.agent_first.sum() == 16
+    for moves, first, outcome, plies in zip(result.moves, result.agent_first,
+                                             result.outcome, result.plies, strict=True):
+        state = game.new_initial_state()
+        for move in moves:
+            state.apply_action(arena.openspiel_action("tic_tac_toe", move))
+        assert state.is_terminal() and len(moves) == plies
+        assert state.returns()[0 if first else 1] == outcome
+    from examples.arena import game_records
+    records = game_records(result)
+    assert records[0] == {"agent_first": True, "result": int(result.outcome[0]),
+                          "moves": list(result.moves[0])}
 
 
 def test_mismatch_is_caught():

@@ -321,6 +321,10 @@ class MatchResult:
       total: both colours together.
       plies: ``[G]`` plies of each game (pgx's, forced passes included).
       seconds: wall time of the match; bot_seconds: of it, in the OpenSpiel bots.
+      moves: each game's pgx actions in the order played (forced passes
+        included), so that a game can be replayed and looked into.
+      agent_first: ``[G]`` bool, the games where jaxpuct moved first.
+      outcome: ``[G]`` jaxpuct's result of each game, +1, 0 or -1.
     """
 
     game: str
@@ -330,6 +334,9 @@ class MatchResult:
     plies: np.ndarray
     seconds: float
     bot_seconds: float
+    moves: tuple[tuple[int, ...], ...] = ()
+    agent_first: np.ndarray | None = None
+    outcome: np.ndarray | None = None
 
     def report(self) -> str:
         return "\n".join([f"jaxpuct as first player:  {self.first.summary()}",
@@ -383,6 +390,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
     rewards = np.zeros((b, 2), np.float32)  # summed pgx rewards, by player id
     plies = np.zeros(b, np.int64)
     forced = np.zeros(b, np.int64)
+    moves: list[list[int]] = [[] for _ in range(b)]
     bot_seconds, done_before = 0.0, 0
     max_plies = MAX_MOVES[game] + _MAX_FORCED_PASSES + 1
     for ply in range(max_plies):
@@ -405,6 +413,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
             if os_state.is_terminal():
                 actions[g] = _forced_pass(game, legal[g], forced[g], where)
                 forced[g] += 1
+                moves[g].append(int(actions[g]))
                 continue
             check_same_position(game, legal[g], False, os_state, where)
             os_player = 0 if player[g] == first_id[g] else 1
@@ -422,6 +431,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
                 bot_seconds += time.perf_counter() - tic
             os_state.apply_action(openspiel_action(game, action))
             actions[g] = action
+            moves[g].append(action)
             plies[g] += 1
         state = env_step(state, jnp.asarray(actions))
     else:
@@ -430,7 +440,8 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
     return MatchResult(game=game, first=_score(outcome[agent_first]),
                        second=_score(outcome[~agent_first]), total=_score(outcome),
                        plies=plies + forced, seconds=time.perf_counter() - start,
-                       bot_seconds=bot_seconds)
+                       bot_seconds=bot_seconds, moves=tuple(map(tuple, moves)),
+                       agent_first=agent_first, outcome=outcome)
 
 
 def _forced_pass(game: str, legal: np.ndarray, passes_so_far: int, where: str) -> int:
