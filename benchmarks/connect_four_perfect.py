@@ -37,7 +37,7 @@ import jax
 import numpy as np
 
 from benchmarks import connect_four_sets as cs
-from jaxpuct.alphazero import scores
+from jaxpuct.alphazero import arena, scores
 from jaxpuct.alphazero.config import SEARCH_SYMMETRIES
 
 
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jaxpuct.alphazero.rundir import read_json_lines
     probe = Probe(a.run_dir, [s for s in sims if s > 0], a.batch, solver=a.solver,
                   graph_search=a.graph_search, search_symmetry=a.search_symmetry,
-                  ensemble=[d for d in a.ensemble.split(",") if d.strip()])
+                  ensemble=arena.split_run_dirs(a.ensemble))
     if a.steps is not None:
         steps = checkpoint_steps(a.steps, probe.steps())
     else:

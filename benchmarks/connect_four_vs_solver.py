@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import connect_four_sets as cs
+from jaxpuct.alphazero import arena
 from jaxpuct.alphazero.config import SEARCH_SYMMETRIES
 from jaxpuct.testing import connect_four as c4
 
@@ -274,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     agent, who = agent_player(a.run_dir, a.step, a.simulations, solver=a.agent_solver,
                               symmetry=a.agent_symmetry,
-                              ensemble=[d for d in a.agent_ensemble.split(",") if d.strip()],
+                              ensemble=arena.split_run_dirs(a.agent_ensemble),
                               graph_search=a.agent_graph_search)
     print(f"{who}\n  vs the exact solver, longest defence; agent "
           f"{'second' if a.agent_second else 'first'}\n{TABLE_HEAD}", flush=True)

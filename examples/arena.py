@@ -120,10 +120,6 @@ def game_records(result: arena.MatchResult) -> list[dict]:
                                              result.moves, strict=True)]
 
 
-def _run_dirs(text: str) -> list[str]:
-    return [d.strip() for d in text.split(",") if d.strip()]
-
-
 def main(argv: list[str] | None = None) -> arena.MatchResult:
     args = build_parser().parse_args(argv)
     problem = games_problem(args.games) or (args.json and json_problem(args.json))
@@ -146,7 +142,7 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
             agent, game, who = arena.network_agent(args.run_dir, args.step, args.simulations,
                                                    solver=args.agent_solver,
                                                    symmetry=args.agent_symmetry,
-                                                   ensemble=_run_dirs(args.agent_ensemble),
+                                                   ensemble=arena.split_run_dirs(args.agent_ensemble),
                                                    graph_search=args.agent_graph_search)
             if args.game and args.game != game:
                 sys.exit(f"error: --game {args.game}, but {args.run_dir!r} trained {game}")

@@ -209,6 +209,7 @@ def _arena_exit(argv, monkeypatch) -> str:
 
 
 def test_arena_command_line_checks_its_arguments_before_playing(tmp_path, monkeypatch):
+    assert arena.split_run_dirs(" runs/a, runs/b ,,") == ["runs/a", "runs/b"]
     pure = ["--game", "tic_tac_toe", "--simulations", "2", "--opponent", "random"]
     message = _arena_exit(pure + ["--games", "3"], monkeypatch)
     assert message == ("error: --games must be even and at least 2 (half the games per "

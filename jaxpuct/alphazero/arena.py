@@ -49,7 +49,7 @@ from jaxpuct.alphazero.scores import MatchScore, match_score
 __all__ = ["ARENA_GAMES", "Agent", "ArenaMismatchError", "BotSpec", "MatchResult",
            "check_same_position", "ensemble_members", "greedy_search", "make_bot",
            "network_agent", "openspiel_action", "pgx_action", "play_match",
-           "pure_search_agent"]
+           "pure_search_agent", "split_run_dirs"]
 
 ARENA_GAMES: tuple[str, ...] = ("tic_tac_toe", "connect_four", "othello")
 # OpenSpiel's name of each pgx game (the same three names).
@@ -183,6 +183,12 @@ def _check_run_dir(run_dir: str, what: str = "--run-dir") -> None:
 
 # The fields that fix a run's network: runs that agree on them can be averaged.
 _NETWORK_FIELDS = ("game", "network", "hidden", "blocks", "channels")
+
+
+def split_run_dirs(text: str) -> list[str]:
+    """A command line's run directories separated by commas, blanks around them
+    dropped (``"R1, R2,"`` -> ``["R1", "R2"]``)."""
+    return [d.strip() for d in text.split(",") if d.strip()]
 
 
 def ensemble_members(run_dirs: Sequence[str], config: Any) -> list[tuple[str, int, Any]]:
