@@ -16,7 +16,9 @@ calls in one ``fori_loop``, the network's part of a step's cost. Reported:
 moves per second (``B / median``), ``x vs mctx`` (mctx's median over jaxpuct's,
 same algorithm) and the network's share (``network alone / step``). Timing is
 ``benchmarks.compare_mctx.compare``: compiled ahead of time, warmed up, called
-in turn.
+in turn. The network alone's rate in GFLOP/s (XLA's cost analysis of one call, times
+``S + 1``, over its median) is printed beside a dense float32 matmul's on the same
+device: how close the network runs to what the device can do.
 
     python -m benchmarks.selfplay_step [--quick] [--games connect_four,go_9x9]
         [--batch 1024] [--simulations 64] [--rows-json rows.jsonl]
@@ -28,6 +30,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -195,8 +198,9 @@ def searches(parts: GameParts, cfg: StepConfig) -> dict[str, Callable]:
     }
 
 
-def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
-    """The four self-play steps of one game and the network alone, as :class:`Impl`."""
+def step_impls(game_name: str, cfg: StepConfig) -> tuple[list[Impl], GameParts]:
+    """The four self-play steps of one game and the network alone, as :class:`Impl`,
+    and the parts they are built from."""
     parts = game_parts(game_name, cfg)
     args = (parts.params, parts.key, parts.state)
     impls = [Impl(name, make_step(parts, search), args)
@@ -213,7 +217,32 @@ def step_impls(game_name: str, cfg: StepConfig) -> list[Impl]:
         return jax.lax.fori_loop(0, sims + 1, body, jnp.float32(0.0))
 
     impls.append(Impl(NETWORK, network_alone, (parts.params, parts.state.observation)))
-    return impls
+    return impls, parts
+
+
+def network_flops(apply_fn: Callable, params: Any, obs: jax.Array) -> float | None:
+    """Floating-point operations of one network call on ``obs [B, ...]``, as XLA's
+    cost analysis counts them in the compiled call; ``None`` where it gives none."""
+    analysis = jax.jit(apply_fn).lower(params, obs).compile().cost_analysis()
+    if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
+        analysis = analysis[0] if analysis else None
+    flops = (analysis or {}).get("flops")
+    return float(flops) if flops else None
+
+
+def matmul_gflops(size: int, reps: int = 5) -> float:
+    """The device's rate on one ``[size, size] @ [size, size]`` float32 matmul, in
+    GFLOP/s (median of ``reps`` calls after a warm-up): the dense rate a network's
+    is read against."""
+    a = jnp.ones((size, size), jnp.float32)
+    matmul = jax.jit(lambda x: x @ x).lower(a).compile()
+    jax.block_until_ready(matmul(a))
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        jax.block_until_ready(matmul(a))
+        times.append(time.perf_counter() - start)
+    return 2.0 * size ** 3 / statistics.median(times) / 1e9
 
 
 def run_game(game_name: str, cfg: StepConfig) -> list[dict[str, Any]]:
@@ -222,7 +251,7 @@ def run_game(game_name: str, cfg: StepConfig) -> list[dict[str, Any]]:
     case = dict(game=game_name, B=cfg.batch, S=cfg.sims,
                 net=f"{net.num_blocks}x{net.channels}")
     print(f"  case {game_name} B={cfg.batch} S={cfg.sims} net {case['net']}", flush=True)
-    impls = step_impls(game_name, cfg)
+    impls, parts = step_impls(game_name, cfg)
     if cfg.trace_only:
         rows = []
         for impl in impls:
@@ -231,10 +260,16 @@ def run_game(game_name: str, cfg: StepConfig) -> list[dict[str, Any]]:
         return rows
     timings = compare(impls, cfg.timing, keep_output=False)
     network = timings[NETWORK].median
+    # The network alone makes S + 1 calls on the B root observations.
+    flops = network_flops(parts.apply_fn, parts.params,
+                          parts.state.observation.astype(jnp.float32))
     rows = []
     for name, timing in timings.items():
         row = dict(case, impl=name, n=timing.n, median_s=timing.median,
                    compile_s=timing.compile_s)
+        if name == NETWORK and flops is not None:
+            row.update(network_flops=flops,
+                       network_gflops=(cfg.sims + 1) * flops / timing.median / 1e9)
         if name in BASELINE:
             base = timings.get(BASELINE[name])
             row.update(moves_per_s=cfg.batch / timing.median,
@@ -244,12 +279,13 @@ def run_game(game_name: str, cfg: StepConfig) -> list[dict[str, Any]]:
         print(f"    {name:<15} n={timing.n:<2} median {timing.median:8.4f} s  "
               + (f"{row['moves_per_s']:>10,.0f} moves/s  x{row['vs_mctx'] or 0:.2f} vs mctx  "
                  f"network {row['network_share']:.0%}  " if name in BASELINE else "")
+              + (f"{row['network_gflops']:,.1f} GFLOP/s  " if "network_gflops" in row else "")
               + f"compile {timing.compile_s:.1f} s", flush=True)
     return rows
 
 
 HEADERS = ["game", "B", "S", "net", "step", "n", "median s", "moves/s", "x vs mctx",
-           "network share", "compile s"]
+           "network share", "network GFLOP/s (a matmul's)", "compile s"]
 
 
 def table(rows: list[dict[str, Any]]) -> Table:
@@ -258,19 +294,35 @@ def table(rows: list[dict[str, Any]]) -> Table:
         value = row.get(key)
         return "-" if value is None else fmt.format(value)
 
+    def rate(row):
+        if row.get("network_gflops") is None:
+            return "-"
+        matmul = row.get("matmul_gflops")
+        return f"{row['network_gflops']:,.1f}" + (f" ({matmul:,.0f})" if matmul else "")
+
     return Table("Self-play steps per second (moves/s = B / median step time)", HEADERS,
                  [[r["game"], r["B"], r["S"], r["net"], r["impl"],
                    "traced only" if r.get("traced") else cell(r, "n"),
                    cell(r, "median_s", "{:.4g}"), cell(r, "moves_per_s", "{:,.0f}"),
                    cell(r, "vs_mctx", "{:.2f}"), cell(r, "network_share", "{:.0%}"),
-                   cell(r, "compile_s", "{:.1f}")] for r in rows])
+                   rate(r), cell(r, "compile_s", "{:.1f}")] for r in rows])
 
 
 def run(cfg: StepConfig, rows_json: str | None = None) -> list[dict[str, Any]]:
-    """Runs every game of ``cfg``; appends each game's rows to ``rows_json`` as it ends."""
+    """Runs every game of ``cfg``; appends each game's rows to ``rows_json`` as it ends.
+
+    Timed runs first measure a dense float32 matmul (:func:`matmul_gflops`, size 256
+    in quick runs, 2,048 on a CPU, 8,192 on an accelerator) on the device, kept in
+    every row beside the network's own rate."""
     rows = []
+    matmul = None
+    if not cfg.trace_only:
+        on_cpu = jax.devices()[0].platform == "cpu"
+        matmul = matmul_gflops(256 if cfg.quick else 2048 if on_cpu else 8192)
+        print(f"  a float32 matmul: {matmul:,.1f} GFLOP/s", flush=True)
     for game_name in cfg.games:
-        game_rows = run_game(game_name, cfg)
+        game_rows = [dict(row, matmul_gflops=matmul) if matmul else row
+                     for row in run_game(game_name, cfg)]
         rows += game_rows
         if rows_json:
             with open(rows_json, "a") as f:

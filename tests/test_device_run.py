@@ -124,3 +124,29 @@ def test_report_without_results_says_so(tmp_path):
     for heading in device_report.HEADINGS:
         assert heading in text
     assert text.count("No results") == len(device_report.PARTS)
+
+
+def _conv_flops(height: int, width: int, kernel: int, c_in: int, c_out: int) -> int:
+    """Multiply-adds (x2) of a stride-1 SAME convolution, counting only the taps that
+    fall on the board (XLA's cost analysis skips the padding)."""
+    half = kernel // 2
+    rows = sum(height - abs(d) for d in range(-half, half + 1))
+    cols = sum(width - abs(d) for d in range(-half, half + 1))
+    return 2 * rows * cols * c_in * c_out
+
+
+def test_network_flops_are_its_convolutions_and_dense_layers_plus_little(monkeypatch):
+    # One residual block of 8 channels on connect four's [6, 7, 2] board: the
+    # convolutions and dense layers by hand; the rest (norms, activations, adds) is
+    # small, so XLA's count must lie just above them.
+    monkeypatch.setattr(selfplay_step, "QUICK_NET", selfplay_step.Net(1, 8, 8))
+    cfg = selfplay_step.StepConfig(games=("connect_four",), batch=4, sims=2, quick=True)
+    parts = selfplay_step.game_parts("connect_four", cfg)
+    flops = selfplay_step.network_flops(parts.apply_fn, parts.params,
+                                        parts.state.observation.astype("float32"))
+    h, w, c, hidden = 6, 7, 8, 8
+    by_hand = (_conv_flops(h, w, 3, 2, c) + 2 * _conv_flops(h, w, 3, c, c)  # stem, block
+               + _conv_flops(h, w, 1, c, 2) + 2 * (h * w * 2) * 7  # policy head
+               + _conv_flops(h, w, 1, c, 1) + 2 * (h * w) * hidden + 2 * hidden)  # value
+    assert by_hand * 4 <= flops <= 1.25 * by_hand * 4, (flops, by_hand * 4)
+    assert selfplay_step.matmul_gflops(64, reps=2) > 0
