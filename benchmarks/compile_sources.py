@@ -31,8 +31,6 @@ import glob
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -168,17 +166,12 @@ def compile_step(name: str, batch: int, sims: int) -> dict[str, Any]:
 def run_child(name: str, batch: int, sims: int, dump_dir: str, core: int | None
               ) -> dict[str, Any]:
     """:func:`compile_step` in a fresh process dumping into ``dump_dir``; its row."""
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS",)}
-    env["JAX_PLATFORMS"] = "cpu"
-    env["XLA_FLAGS"] = f"--xla_dump_to={dump_dir} --xla_dump_hlo_as_text"
-    command = [sys.executable, "-m", "benchmarks.compile_sources", "--child", name,
-               "--batch", str(batch), "--simulations", str(sims)]
-    if core is not None:
-        command = ["taskset", "-c", str(core)] + command
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if out.returncode:
-        raise RuntimeError(f"{name}: child failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from benchmarks.compile_time import child_row
+
+    env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump_dir} --xla_dump_hlo_as_text")
+    return child_row("benchmarks.compile_sources",
+                     ["--child", name, "--batch", str(batch), "--simulations", str(sims)],
+                     env, core, name)
 
 
 # --------------------------------------------------------------------------- report

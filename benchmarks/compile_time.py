@@ -197,21 +197,28 @@ def measure(name: str, batch: int, sims: int, cache_dir: str | None) -> dict[str
                 **{f"{k}_s": v for k, v in durations.items()}, jax=jax.__version__)
 
 
+def child_row(module: str, arguments: list[str], env: dict[str, str], core: int | None,
+              name: str) -> dict[str, Any]:
+    """Runs ``python -m module *arguments`` on the CPU (pinned to ``core``) with
+    ``env``; the JSON row its last line prints. A failure raises, naming ``name``."""
+    command = [sys.executable, "-m", module, *arguments]
+    if core is not None:
+        command = ["taskset", "-c", str(core)] + command
+    out = subprocess.run(command, env=dict(env, JAX_PLATFORMS="cpu"), capture_output=True,
+                         text=True, check=False)
+    if out.returncode:
+        raise RuntimeError(f"{name}: child failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def run_child(name: str, batch: int, sims: int, core: int | None,
               cache_dir: str | None) -> dict[str, Any]:
     """One measurement in a fresh process (pinned to ``core``); its row."""
     env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
-    env["JAX_PLATFORMS"] = "cpu"
-    command = [sys.executable, "-m", "benchmarks.compile_time", "--child", name,
-               "--batch", str(batch), "--simulations", str(sims)]
+    arguments = ["--child", name, "--batch", str(batch), "--simulations", str(sims)]
     if cache_dir:
-        command += ["--cache-dir", cache_dir]
-    if core is not None:
-        command = ["taskset", "-c", str(core)] + command
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if out.returncode:
-        raise RuntimeError(f"{name}: child failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        arguments += ["--cache-dir", cache_dir]
+    return child_row("benchmarks.compile_time", arguments, env, core, name)
 
 
 # --------------------------------------------------------------------------- report
