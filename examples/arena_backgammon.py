@@ -99,7 +99,18 @@ def main(argv: list[str] | None = None) -> None:
                        "bot_seconds": result.match.bot_seconds,
                        "agent_searches": result.agent_searches,
                        "agent_moves": result.agent_moves,
-                       "bar_backgammons": result.bar_backgammons}, f, indent=1)
+                       "bar_backgammons": result.bar_backgammons,
+                       "game_records": game_records(result)}, f, indent=1)
+
+
+def game_records(result: ab.BackgammonResult) -> list[dict]:
+    """Each game of the match for ``--json``: who moved first, the agent's points and
+    OpenSpiel's history of the game, dice included (``pyspiel`` replays it)."""
+    assert result.match.agent_first is not None
+    return [{"agent_first": bool(first), "points": float(points),
+             "openspiel_history": list(history)}
+            for first, points, history in zip(result.match.agent_first, result.points,
+                                               result.histories, strict=True)]
 
 
 if __name__ == "__main__":

@@ -81,6 +81,19 @@ def test_random_games_agree_move_by_move():
     assert result.match.total.games == 2 and 0 < result.agent_searches < 2 * result.agent_moves
     assert set(np.abs(result.points)) <= {1.0, 2.0, 3.0}
     assert (result.match.plies > 50).all()
+    # Each game's record replays in OpenSpiel to its end and to the agent's points.
+    np.testing.assert_array_equal(result.match.agent_first, [True, False])
+    np.testing.assert_array_equal(result.match.outcome, np.sign(result.points))
+    game = ab.load_openspiel_game()
+    for g, history in enumerate(result.histories):
+        state = game.new_initial_state()
+        state.apply_action(history[0])  # the opening roll decides who moves first
+        first = state.current_player()
+        agent = first if result.match.agent_first[g] else 1 - first
+        for action in history[1:]:
+            state.apply_action(action)
+        assert state.is_terminal(), g
+        assert state.returns()[agent] == result.points[g], (g, state.returns())
 
 
 def test_openspiel_filter_applies_the_dice_rules():

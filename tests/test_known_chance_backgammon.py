@@ -174,7 +174,11 @@ def test_the_example_trains_evaluates_saves_and_its_network_plays_the_arena(tmp_
                            "--opponent", "random", "--games", "2", "--json", record])
     report = capsys.readouterr().out
     assert f"the network of {run_dir}" in report and "both colours (2 games)" in report
-    assert json.load(open(record))["args"]["value"] == "network"
+    written = json.load(open(record))
+    assert written["args"]["value"] == "network"
+    assert [r["agent_first"] for r in written["game_records"]] == [True, False]
+    assert [r["points"] for r in written["game_records"]] == written["points"]
+    assert all(len(r["openspiel_history"]) > 20 for r in written["game_records"])
 
     # A wall-clock budget alone has no iteration cap: it stops after the iteration
     # that passes it (here the first), and a run with neither end is refused.

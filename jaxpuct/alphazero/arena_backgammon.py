@@ -387,6 +387,9 @@ class BackgammonResult:
       agent_searches: micro-moves the agent was asked for (forced ones are played
         without it).
       agent_moves: OpenSpiel moves the agent made (a double counts two).
+      histories: each game's OpenSpiel history, dice rolls included
+        (``state.history()``): applied in order to ``new_initial_state()`` it replays
+        the game to its end, so a game can be looked into.
     """
 
     match: MatchResult
@@ -394,6 +397,7 @@ class BackgammonResult:
     bar_backgammons: int
     agent_searches: int
     agent_moves: int = 0
+    histories: tuple[tuple[int, ...], ...] = ()
 
     def report(self) -> str:
         return "\n".join([self.match.report(),
@@ -562,12 +566,17 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
                                               os_first, agent_id)
     outcome = np.sign(points)
     plies = np.asarray([g.micro for g in games])
+    # The games' records are OpenSpiel's histories (``BackgammonResult.histories``):
+    # a pgx micro-move is not a move of the game as OpenSpiel and its users count them.
     match = MatchResult(game="backgammon", first=_score(outcome[agent_first]),
                         second=_score(outcome[~agent_first]), total=_score(outcome),
                         plies=plies, seconds=time.perf_counter() - start,
-                        bot_seconds=bot_seconds)
+                        bot_seconds=bot_seconds, agent_first=agent_first,
+                        outcome=outcome.astype(np.int32))
     return BackgammonResult(match=match, points=points, bar_backgammons=bar_backgammons,
-                            agent_searches=searches, agent_moves=agent_moves)
+                            agent_searches=searches, agent_moves=agent_moves,
+                            histories=tuple(tuple(int(a) for a in g.os.history())
+                                            for g in games))
 
 
 def _check_standard_mask(mask: np.ndarray, options: list[int], where: str) -> None:
