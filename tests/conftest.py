@@ -68,7 +68,7 @@ def xla_flags(*extra: str) -> str:
 # guide's pages run as a user runs them, 532; test_jit_and_eager_agree, 332), the next
 # are refusal tests calling a policy outside jit (about 100 each, a second of CPU each).
 # Also tried: XLA_FLAGS --xla_cpu_max_isa=SSE4_2 and --xla_cpu_prefer_vector_width=128
-# (within the +-15% of two runs); seven other xla_cpu_* names abort jaxlib 0.10.2.
+# (within the +-15% of two runs); six other xla_cpu_* names abort jaxlib 0.10.2.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + FAST_XLA_FLAGS).strip()
 
