@@ -113,3 +113,64 @@ def test_the_ensemble_under_symmetries_is_the_mean_over_both():
 def test_members_of_other_architectures_are_refused(members, match):
     with pytest.raises(ValueError, match=match):
         ensemble.stack_params(members)
+
+
+# ------------------------------------------- the ensemble as the network of a search
+# PUCT with an ensemble is checked through the arena (tests/test_reliability.py); here
+# the other roots: Gumbel's sequential halving and the sampled search.
+
+
+def _ttt_member(seed: int) -> dict:
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    return {"w": jax.random.normal(k1, (18, 9)), "v": 0.1 * jax.random.normal(k2, (18,))}
+
+
+def _ttt_apply(params: dict, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    flat = obs.reshape(obs.shape[0], -1).astype(jnp.float32)  # [B, 3, 3, 2] -> [B, 18]
+    return flat @ params["w"], jnp.tanh(flat @ params["v"])
+
+
+@pytest.mark.parametrize("policy", ["gumbel", "sampled"])
+def test_gumbel_and_sampled_searches_take_an_ensemble_as_their_network(policy):
+    pytest.importorskip("pgx")
+    import jaxpuct
+    from jaxpuct.envs import adapter
+    from jaxpuct.envs.pgx_games import make_pgx_game
+
+    game = make_pgx_game("tic_tac_toe")
+    state = game.init(jax.random.key(3), 2)
+    state = game.environment.step(state, jnp.array([4, 0], jnp.int32))  # two positions
+
+    def search(apply_fn, params):
+        root = adapter.make_root_fn(apply_fn, game.environment)(params, None, state)
+        recurrent_fn = adapter.make_recurrent_fn(apply_fn, game.environment)
+        if policy == "gumbel":
+            return jaxpuct.gumbel_policy(params, jax.random.key(0), root, recurrent_fn, 8)
+        return jaxpuct.sampled_policy(params, jax.random.key(0), root, recurrent_fn, 8,
+                                      num_samples=4)
+
+    members = [_ttt_member(0), _ttt_member(1)]
+    mixed = ensemble.ensemble_apply(_ttt_apply)
+    run = jax.jit(search, static_argnums=0)
+    alone = run(_ttt_apply, members[0])
+    copies = run(mixed, ensemble.stack_params([members[0]] * 2))
+    pair = run(mixed, ensemble.stack_params(members))
+    # Copies of one network search as that network does.
+    np.testing.assert_array_equal(copies.action, alone.action)
+    np.testing.assert_allclose(copies.action_weights, alone.action_weights, atol=1e-5)
+    # Two networks: Gumbel's root prior is NumPy's mixture of theirs (the mean of each
+    # one's softmax over all actions, renormalised over the legal ones as one
+    # network's logits are; the sampled root holds its K samples' instead), the
+    # target a distribution, the move legal.
+    legal = np.asarray(state.legal_action_mask)
+    if policy == "gumbel":
+        obs = np.asarray(state.observation, np.float64).reshape(2, 18)
+        mixture = np.mean([_softmax(obs @ np.asarray(m["w"], np.float64)) for m in members],
+                          0)
+        prior = np.where(legal, mixture, 0.0)
+        np.testing.assert_allclose(pair.search_tree.root_prior,
+                                   prior / prior.sum(-1, keepdims=True), atol=1e-5)
+    weights = np.asarray(pair.action_weights)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert legal[np.arange(2), np.asarray(pair.action)].all()
+    assert np.abs(weights - np.asarray(alone.action_weights)).max() > 1e-3
