@@ -25,10 +25,13 @@ temperature 0 and the run's other settings, changed one keyword at a time:
   average with graph search and the solver.
 
     python -m benchmarks.connect_four_play_settings --run-dir runs/c4 \\
-        [--settings base,graph_solver] [--simulations 256] [--set middle_medium] [--json out.json]
+        [--settings base,graph_solver] [--simulations 256] [--set middle_medium] \\
+        [--ensemble runs/c4_seed1,...] [--json out.json]
 
 Only the search changes: a gain here is free for a user of the trained network, a
-loss says which default to keep.
+loss says which default to keep. ``--ensemble`` averages other runs of the same
+network with the run's (``jaxpuct.envs.ensemble``), the network every setting then
+searches with.
 """
 
 from __future__ import annotations
@@ -92,14 +95,19 @@ def settings() -> dict[str, Setting]:
 def setting_search(probe: Any, simulations: int, setting: Setting) -> Any:
     """The run's search with ``setting``, jitted: ``search(params, keys [N], state
     [N]) -> PolicyOutput`` (``action [N]``; ``search_tree``, whose summary has the
-    root's visit counts ``[N, 7]``)."""
+    root's visit counts ``[N, 7]``). With the probe's ensemble, ``params`` are
+    ``probe.params(step)``, the members' stacked."""
     import jaxpuct
     from jaxpuct.alphazero import selfplay
 
     config = dataclasses.replace(probe.config, num_simulations=simulations, max_nodes=0,
                                  reuse_tree=False, solver=False, graph_search=False,
                                  search_symmetry=setting.symmetry)
-    fns = selfplay.make_search_fns(config, probe.trainer.env, probe.trainer.apply_fn,
+    apply_fn = probe.trainer.apply_fn
+    if probe.members:  # the probe's ensemble: params are the members' stacked
+        from jaxpuct.envs import ensemble
+        apply_fn = ensemble.ensemble_apply(apply_fn)
+    fns = selfplay.make_search_fns(config, probe.trainer.env, apply_fn,
                                    probe.trainer.game.num_actions)
 
     @jax.jit
@@ -135,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--data-dir", default=cs.DATA_DIR,
                    help="the set files (default: the shipped ones)")
+    p.add_argument("--ensemble", default="",
+                   help="other runs of the same network, separated by commas: their newest "
+                   "checkpoints join --run-dir's in one averaged network "
+                   "(jaxpuct.envs.ensemble)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     known = settings()
@@ -145,12 +157,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.simulations < 1:
         p.error(f"--simulations must be >= 1, got {a.simulations}")
     from benchmarks.connect_four_probe import Probe
-    probe = Probe(a.run_dir, [], a.batch)
+    from jaxpuct.alphazero import arena
+    probe = Probe(a.run_dir, [], a.batch, ensemble=arena.split_run_dirs(a.ensemble))
     if probe.config.policy != "alphazero":
         raise SystemExit(f"{a.run_dir} trained policy {probe.config.policy!r}; these "
                          f"settings are alphazero_policy's")
     step = a.step if a.step is not None else probe.steps()[-1]
-    params = probe.restore(step).params
+    params = probe.params(step)
     position_set = cs.load(a.set, a.data_dir)
     state, legal = cp.set_states(position_set, a.positions or None)
     scores = position_set.scores[:len(legal)]
@@ -172,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"run_dir": a.run_dir, "step": step, "set": a.set,
+                       "ensemble": [{"run_dir": d, "step": st} for d, st, _ in probe.members],
                        "data_dir": os.path.relpath(a.data_dir),
                        "simulations": a.simulations, "results": rows}, f, indent=1)
     return 0

@@ -249,6 +249,13 @@ def test_play_settings_search_is_the_perfect_benchmarks_and_its_cli(tmp_path, ca
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(pair_value, probe.apply(params, state.observation)[1],
                                rtol=1e-5, atol=1e-6)
+    # ... and the play-settings benchmark with it (--ensemble) plays the run's moves.
+    assert ps.main(["--run-dir", run_dir, "--ensemble", copy, "--settings", "base",
+                    "--simulations", "8", "--set", "end_easy", "--batch", "8",
+                    "--data-dir", data_dir, "--json", record]) == 0
+    written = json.load(open(record))
+    assert [m["run_dir"] for m in written["ensemble"]] == [copy]
+    np.testing.assert_array_equal(written["results"][0]["actions"], expected)
     # A member of another network is refused by name.
     other = dataclasses.replace(config, channels=8)
     checkpoints.save_checkpoint(str(tmp_path / "wide"), az.Trainer(other).init(), other)
