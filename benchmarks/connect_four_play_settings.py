@@ -103,11 +103,7 @@ def setting_search(probe: Any, simulations: int, setting: Setting) -> Any:
     config = dataclasses.replace(probe.config, num_simulations=simulations, max_nodes=0,
                                  reuse_tree=False, solver=False, graph_search=False,
                                  search_symmetry=setting.symmetry)
-    apply_fn = probe.trainer.apply_fn
-    if probe.members:  # the probe's ensemble: params are the members' stacked
-        from jaxpuct.envs import ensemble
-        apply_fn = ensemble.ensemble_apply(apply_fn)
-    fns = selfplay.make_search_fns(config, probe.trainer.env, apply_fn,
+    fns = selfplay.make_search_fns(config, probe.trainer.env, probe.network_fn,
                                    probe.trainer.game.num_actions)
 
     @jax.jit

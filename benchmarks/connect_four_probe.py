@@ -152,6 +152,9 @@ class Probe:
         apply_fn = self.trainer.apply_fn
         if self.members:
             apply_fn = ensembles.ensemble_apply(apply_fn)
+        # The network every search of this probe evaluates (the ensemble's mean when
+        # there are members), before any board symmetry: (params, obs) -> (logits, value).
+        self.network_fn = apply_fn
         self.apply = jax.jit(apply_fn)
         # None: as the run trained.
         self.solver = self.config.solver if solver is None else solver

@@ -227,7 +227,6 @@ def agent_player(run_dir: str, step: int | None, simulations: int,
     search as a graph or a tree (``network_agent``'s)."""
     import jax
 
-    from jaxpuct.alphazero import arena
     act, game, who = arena.network_agent(run_dir, step, simulations, solver=solver,
                                          symmetry=symmetry, ensemble=ensemble,
                                          graph_search=graph_search)
