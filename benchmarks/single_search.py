@@ -16,7 +16,11 @@ other), ``S`` simulations each:
 * ``rollout K=k``: the same search whose leaf value is one uniform random rollout
   to the end of the game (:mod:`jaxpuct.envs.rollouts`, ``mix = 1``, as
   MCTSBot's evaluator), ``leaves_per_step = k``: the ``k`` leaves of a step are
-  evaluated by one batched rollout (virtual loss keeps their walks apart).
+  evaluated by one batched rollout (virtual loss keeps their walks apart);
+* ``lean-zero``, ``lean-rollout`` (``--variants ...``, connect four only): the
+  ``zero`` and ``rollout K=1`` searches on :mod:`jaxpuct.envs.connect_four`, the
+  same game whose move checks the lines through the new stone only (pgx's checks
+  all 69 lines of four), in the tree and in the rollouts.
 
 jaxpuct's searches are jitted, compiled and warmed up first; then every variant
 is called in turn, round by round (so that the shared machine's load hits them
@@ -74,21 +78,31 @@ def _zero_value_game(game: str):
             adapter.make_recurrent_fn(apply_fn, pgx_game.environment))
 
 
-def jaxpuct_search(game: str, sims: int, value: str, leaves: int):
+def jaxpuct_search(game: str, sims: int, value: str, leaves: int, rules: str = "pgx"):
     """``(key) -> action [1]``: a jitted B = 1 search from ``game``'s initial position
-    (``value``: ``"zero"`` or ``"rollout"``; ``leaves`` per step), and a
-    description."""
+    (``value``: ``"zero"`` or ``"rollout"``; ``leaves`` per step; ``rules``: ``"pgx"``,
+    or ``"lean"`` for connect four's :mod:`jaxpuct.envs.connect_four`, in the tree and
+    in the rollouts)."""
     from jaxpuct.alphazero.config import MAX_MOVES
     from jaxpuct.envs import rollouts
 
     pgx_game, apply_fn, root_fn, recurrent_fn = _zero_value_game(game)
+    environment, init = pgx_game.environment, lambda: pgx_game.init(jax.random.PRNGKey(0), 1)
+    if rules == "lean":
+        from jaxpuct.envs import adapter
+        from jaxpuct.envs import connect_four as lean
+
+        if game != "connect_four":
+            raise ValueError(f"--variants lean-*: connect four only, not {game}")
+        environment, init = lean.environment(), lambda: lean.init(1)
+        root_fn = adapter.make_root_fn(apply_fn, environment)
+        recurrent_fn = adapter.make_recurrent_fn(apply_fn, environment)
     if value != "zero":
-        recurrent_fn = rollouts.make_recurrent_fn(apply_fn, pgx_game.environment, mix=1.0,
+        recurrent_fn = rollouts.make_recurrent_fn(apply_fn, environment, mix=1.0,
                                                   max_steps=MAX_MOVES[game])
 
     def search(key):
-        state = pgx_game.init(jax.random.PRNGKey(0), 1)
-        root = root_fn(None, key, state)
+        root = root_fn(None, key, init())
         out = jaxpuct.alphazero_policy(None, key, root, recurrent_fn, sims,
                                        dirichlet_fraction=0.0, temperature=0.0,
                                        leaves_per_step=leaves)
@@ -151,6 +165,12 @@ def run_game(game: str, sims: int, reps: int, ks: list[int], variants: list[str]
         for k in ks:
             fns[f"jaxpuct rollout K={k}"] = ("jax", jaxpuct_search(game, _round_up(sims, k),
                                                                    "rollout", k))
+    if game == "connect_four" and "lean-zero" in variants:
+        fns["jaxpuct zero K=1, lean rules"] = ("jax", jaxpuct_search(game, sims, "zero", 1,
+                                                                     "lean"))
+    if game == "connect_four" and "lean-rollout" in variants:
+        fns["jaxpuct rollout K=1, lean rules"] = ("jax", jaxpuct_search(game, sims, "rollout",
+                                                                        1, "lean"))
     compile_s = {}
     for name, (kind, fn) in fns.items():
         start = time.perf_counter()
@@ -175,7 +195,7 @@ def run_game(game: str, sims: int, reps: int, ks: list[int], variants: list[str]
     bot_rate = sims / statistics.median(times[bot]) if bot in times else float("nan")
     rows = []
     for name, t in times.items():
-        k = int(name.split("K=")[1]) if "rollout K=" in name else 1
+        k = int(name.split("K=")[1].split(",")[0]) if "rollout K=" in name else 1
         run_sims = _round_up(sims, k)
         rate = run_sims / statistics.median(t)
         rows.append(dict(game=game, search=name, n=len(t), median_s=statistics.median(t),

@@ -8,7 +8,9 @@ functions into the ``root_fn``/``recurrent_fn`` pair the search calls;
 chance-node search (:func:`jaxpuct.stochastic_policy`);
 ``jaxpuct.envs.hashing`` gives Zobrist hashes for graph search;
 ``jaxpuct.envs.symmetries`` evaluates leaves under board symmetries,
-``jaxpuct.envs.ensemble`` averages several networks of one architecture, and
-``jaxpuct.envs.rollouts`` mixes rollout returns into the leaf value. None of these
+``jaxpuct.envs.ensemble`` averages several networks of one architecture,
+``jaxpuct.envs.rollouts`` mixes rollout returns into the leaf value, and
+``jaxpuct.envs.connect_four`` is pgx's connect four whose move checks only the lines
+through the new stone (cheaper rollouts). None of these
 modules imports Flax.
 """

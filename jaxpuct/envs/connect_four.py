@@ -1,0 +1,145 @@
+"""Connect four in pure JAX whose move checks only the lines through the new stone.
+
+The same game as pgx's ``connect_four`` (Koyamada et al., "Pgx: Hardware-Accelerated
+Parallel Game Simulators for Reinforcement Learning", NeurIPS 2023), laid out as pgx
+lays it out (so that a network trained on pgx observations reads these): a 6 x 7
+board whose row 0 is the top, actions the columns ``0..6``, the first player moving
+first, observations ``[6, 7, 2]`` bool from the view of the player to move (its own
+stones, then the opponent's), every action legal once the game is over. pgx decides
+a win by testing all 69 lines of four on the board after every stone; a new four
+can only pass through the new stone, so :func:`step` looks at the four directions
+through it, three cells each way (24 cells). That is the rules' cost in a random
+rollout, where every move is a step (:mod:`jaxpuct.envs.rollouts`).
+
+Every function is batched (state leaves ``[B, ...]``) and jit-compatible.
+:func:`environment` gives them as a :class:`jaxpuct.envs.adapter.Environment`, for
+:func:`jaxpuct.envs.adapter.make_recurrent_fn` and
+:func:`jaxpuct.envs.rollouts.make_recurrent_fn`. It has no position hash (no graph
+search with it; :func:`jaxpuct.envs.pgx_games.make_pgx_game` has one).
+
+A move into a full column or after the end of the game changes nothing and earns
+nothing (pgx instead ends the game with a loss for an illegal move; the searches
+and rollouts here only play legal moves).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpuct.envs.adapter import Environment
+
+__all__ = ["COLUMNS", "ROWS", "State", "environment", "init", "legal_mask", "observe",
+           "reward", "step", "terminal"]
+
+ROWS = 6
+COLUMNS = 7
+
+
+class State(NamedTuple):
+    """A batch of connect-four positions.
+
+    Attributes:
+      board: ``[B, 6, 7]`` int8: 0 empty, 1 a stone of the first player, 2 of the
+        second; row 0 is the top.
+      heights: ``[B, 7]`` int32: stones in each column.
+      colour: ``[B]`` int32: the player to move, 0 (first) or 1.
+      winner: ``[B]`` int32: -1 while nobody has four in a row, else 0 or 1.
+      moves: ``[B]`` int32: stones on the board.
+    """
+
+    board: jax.Array
+    heights: jax.Array
+    colour: jax.Array
+    winner: jax.Array
+    moves: jax.Array
+
+
+def _ray_offsets() -> tuple[np.ndarray, np.ndarray]:
+    """``[4, 2, 3]`` row and column offsets: for each direction (horizontal,
+    vertical, and the two diagonals), each side of the new stone, 1 to 3 cells away."""
+    directions = np.array([(0, 1), (1, 0), (1, 1), (1, -1)])
+    sides = np.array([1, -1])
+    distance = np.arange(1, 4)
+    scaled = sides[None, :, None, None] * distance[None, None, :, None] * directions[:, None, None]
+    return scaled[..., 0].astype(np.int32), scaled[..., 1].astype(np.int32)
+
+
+_ROW_OFFSETS, _COLUMN_OFFSETS = _ray_offsets()
+
+
+def init(batch: int) -> State:
+    """``batch`` empty boards, the first player to move."""
+    zeros = jnp.zeros((batch,), jnp.int32)
+    return State(board=jnp.zeros((batch, ROWS, COLUMNS), jnp.int8),
+                 heights=jnp.zeros((batch, COLUMNS), jnp.int32), colour=zeros,
+                 winner=zeros - 1, moves=zeros)
+
+
+def terminal(state: State) -> jax.Array:
+    """``[B]`` bool: someone has four in a row, or the board is full."""
+    return (state.winner >= 0) | (state.moves >= ROWS * COLUMNS)
+
+
+def legal_mask(state: State) -> jax.Array:
+    """``[B, 7]`` bool: the columns that are not full; all ``True`` once the game is
+    over (as pgx)."""
+    return (state.heights < ROWS) | terminal(state)[:, None]
+
+
+def observe(state: State) -> jax.Array:
+    """``[B, 6, 7, 2]`` bool: the stones of the player to move, then the opponent's."""
+    mine = (state.colour + 1).astype(jnp.int8)[:, None, None]
+    theirs = (2 - state.colour).astype(jnp.int8)[:, None, None]
+    return jnp.stack([state.board == mine, state.board == theirs], axis=-1)
+
+
+def step(state: State, action: jax.Array) -> State:
+    """The positions after the player to move drops a stone into column ``action``.
+
+    Args:
+      state: ``[B]`` positions.
+      action: ``[B]`` int, the columns.
+
+    Returns:
+      ``[B]`` positions. Where the column is full or the game is over, the
+      position is unchanged.
+    """
+    batch = jnp.arange(state.board.shape[0])
+    action = action.astype(jnp.int32)
+    height = state.heights[batch, action]
+    plays = (height < ROWS) & ~terminal(state)
+    row = jnp.clip(ROWS - 1 - height, 0, ROWS - 1)
+    stone = (state.colour + 1).astype(jnp.int8)
+    board = state.board.at[batch, row, action].set(
+        jnp.where(plays, stone, state.board[batch, row, action]))
+    # Four in a row through the new stone: along each direction, the run of the
+    # mover's stones on either side (a cell off the board ends the run).
+    rows = row[:, None, None, None] + _ROW_OFFSETS
+    columns = action[:, None, None, None] + _COLUMN_OFFSETS
+    inside = (rows >= 0) & (rows < ROWS) & (columns >= 0) & (columns < COLUMNS)
+    cells = board[batch[:, None, None, None], jnp.clip(rows, 0, ROWS - 1),
+                  jnp.clip(columns, 0, COLUMNS - 1)]
+    same = inside & (cells == stone[:, None, None, None])
+    run = jnp.cumprod(same.astype(jnp.int32), axis=-1).sum(-1)  # [B, 4, 2]
+    won = plays & jnp.any(1 + run.sum(-1) >= 4, axis=-1)
+    return State(board=board,
+                 heights=state.heights.at[batch, action].add(plays.astype(jnp.int32)),
+                 colour=jnp.where(plays, 1 - state.colour, state.colour),
+                 winner=jnp.where(won, state.colour, state.winner),
+                 moves=state.moves + plays.astype(jnp.int32))
+
+
+def reward(prev: State, new: State) -> jax.Array:
+    """``[B]`` float32: 1 to the player who moved in ``prev`` where that move won,
+    else 0 (a connect-four move never loses at once)."""
+    return (new.winner != prev.winner).astype(jnp.float32)
+
+
+def environment() -> Environment:
+    """The rules above as an :class:`~jaxpuct.envs.adapter.Environment` (no hash)."""
+    return Environment(step=step, observe=observe, legal_mask=legal_mask, terminal=terminal,
+                       reward=reward)
