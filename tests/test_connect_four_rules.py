@@ -90,19 +90,26 @@ def test_random_games_agree_with_pgx_at_every_ply():
     assert won.sum() > B // 2
 
 
-def test_a_full_column_or_a_finished_game_changes_nothing():
-    # Game 0 fills column 0 (then plays column 1); in game 1 the first player
-    # stacks four in column 3 while the second plays column 4.
+@sc.jit
+def _full_column_and_finished_game():
+    """Game 0 fills column 0 (then plays column 1); in game 1 the first player stacks
+    four in column 3 while the second plays column 4. Then one more move each: into
+    the full column, and after the end."""
     state = c4.init(2)
     for moves in zip([0, 0, 0, 0, 0, 0, 1], [3, 4, 3, 4, 3, 4, 3], strict=True):
         state = c4.step(state, jnp.array(moves))
-    np.testing.assert_array_equal(c4.terminal(state), [False, True])
-    np.testing.assert_array_equal(state.winner, [-1, 0])
     after = c4.step(state, jnp.array([0, 4]))
+    return state, after, c4.reward(state, after), c4.terminal(state), c4.legal_mask(state)
+
+
+def test_a_full_column_or_a_finished_game_changes_nothing():
+    state, after, reward, terminal, legal = _full_column_and_finished_game()
+    np.testing.assert_array_equal(terminal, [False, True])
+    np.testing.assert_array_equal(state.winner, [-1, 0])
     for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(state), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    np.testing.assert_array_equal(c4.reward(state, after), [0.0, 0.0])
-    np.testing.assert_array_equal(c4.legal_mask(state), [[False] + [True] * 6, [True] * 7])
+    np.testing.assert_array_equal(reward, [0.0, 0.0])
+    np.testing.assert_array_equal(legal, [[False] + [True] * 6, [True] * 7])
 
 
 # Four positions after three plies each (the first wins the second in column 3 soon).
