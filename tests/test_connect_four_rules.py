@@ -94,22 +94,30 @@ def test_random_games_agree_with_pgx_at_every_ply():
 def _full_column_and_finished_game():
     """Game 0 fills column 0 (then plays column 1); in game 1 the first player stacks
     four in column 3 while the second plays column 4. Then one more move each: into
-    the full column, and after the end."""
+    the full column, and after the end; and moves into columns -1 and 7."""
     state = c4.init(2)
     for moves in zip([0, 0, 0, 0, 0, 0, 1], [3, 4, 3, 4, 3, 4, 3], strict=True):
         state = c4.step(state, jnp.array(moves))
     after = c4.step(state, jnp.array([0, 4]))
-    return state, after, c4.reward(state, after), c4.terminal(state), c4.legal_mask(state)
+    off_board = [c4.step(state, jnp.array([column, column])) for column in (-1, 7)]
+    return (state, after, c4.reward(state, after), c4.terminal(state), c4.legal_mask(state),
+            off_board)
 
 
-def test_a_full_column_or_a_finished_game_changes_nothing():
-    state, after, reward, terminal, legal = _full_column_and_finished_game()
+def test_a_full_column_an_off_board_column_or_a_finished_game_changes_nothing():
+    state, after, reward, terminal, legal, off_board = _full_column_and_finished_game()
     np.testing.assert_array_equal(terminal, [False, True])
     np.testing.assert_array_equal(state.winner, [-1, 0])
-    for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(state), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for unchanged in (after, *off_board):
+        for a, b in zip(jax.tree.leaves(unchanged), jax.tree.leaves(state), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     np.testing.assert_array_equal(reward, [0.0, 0.0])
     np.testing.assert_array_equal(legal, [[False] + [True] * 6, [True] * 7])
+
+
+def test_an_action_of_another_shape_is_refused_at_trace_time():
+    with pytest.raises(ValueError, match=r"action must be \[B\] = \[3\].*got shape \[3, 1\]"):
+        jax.eval_shape(c4.step, c4.init(3), jnp.zeros((3, 1), jnp.int32))
 
 
 # Four positions after three plies each (the first wins the second in column 3 soon).

@@ -17,9 +17,9 @@ Every function is batched (state leaves ``[B, ...]``) and jit-compatible.
 :func:`jaxpuct.envs.rollouts.make_recurrent_fn`. It has no position hash (no graph
 search with it; :func:`jaxpuct.envs.pgx_games.make_pgx_game` has one).
 
-A move into a full column or after the end of the game changes nothing and earns
-nothing (pgx instead ends the game with a loss for an illegal move; the searches
-and rollouts here only play legal moves).
+A move into a full column, into a column outside ``0..6`` or after the end of the
+game changes nothing and earns nothing (pgx instead ends the game with a loss for an
+illegal move; the searches and rollouts here only play legal moves).
 """
 
 from __future__ import annotations
@@ -105,13 +105,20 @@ def step(state: State, action: jax.Array) -> State:
       action: ``[B]`` int, the columns.
 
     Returns:
-      ``[B]`` positions. Where the column is full or the game is over, the
-      position is unchanged.
+      ``[B]`` positions. Where the column is full or outside ``0..6``, or the game
+      is over, the position is unchanged.
+
+    Raises:
+      ValueError: ``action`` is not ``[B]``.
     """
+    if action.shape != state.colour.shape:
+        raise ValueError(f"connect_four.step: action must be [B] = {list(state.colour.shape)}"
+                         f" (one column per position), got shape {list(action.shape)}")
     batch = jnp.arange(state.board.shape[0])
-    action = action.astype(jnp.int32)
+    on_board = (action >= 0) & (action < COLUMNS)
+    action = jnp.clip(action.astype(jnp.int32), 0, COLUMNS - 1)
     height = state.heights[batch, action]
-    plays = (height < ROWS) & ~terminal(state)
+    plays = on_board & (height < ROWS) & ~terminal(state)
     row = jnp.clip(ROWS - 1 - height, 0, ROWS - 1)
     stone = (state.colour + 1).astype(jnp.int8)
     board = state.board.at[batch, row, action].set(
