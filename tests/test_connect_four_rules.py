@@ -2,7 +2,8 @@
 
 Random legal games are played through both rules with the same moves, under one
 ``jax.jit``: observations, legal masks, terminal flags and the mover's rewards agree
-at every ply, wins in every direction included. A move into a full column or after
+at every ply, and so do the position hashes (graph search), wins in every direction
+included. A move into a full column or after
 the end changes nothing. A rollout search gives the same visits with either rules.
 """
 
@@ -44,6 +45,7 @@ def _play_both(key):
                    legal=(pgx_env.legal_mask(new_theirs), lean.legal_mask(new_ours)),
                    terminal=(pgx_env.terminal(new_theirs), lean.terminal(new_ours)),
                    reward=(pgx_env.reward(theirs, new_theirs), lean.reward(ours, new_ours)),
+                   hash=(pgx_env.state_hash(new_theirs), lean.state_hash(new_ours)),
                    live=~pgx_env.terminal(theirs), board=new_ours.board)
         # A finished game stays finished: both sides step it no further.
         done = pgx_env.terminal(theirs)
@@ -73,7 +75,7 @@ def _win_directions(board: np.ndarray, colour_stone: int) -> set[str]:
 def test_random_games_agree_with_pgx_at_every_ply():
     out = jax.tree.map(np.asarray, _play_both(jax.random.PRNGKey(0)))
     live = out["live"]  # [PLIES, B]: the ply was played (its game had not ended)
-    for name in ("obs", "legal", "terminal", "reward"):
+    for name in ("obs", "legal", "terminal", "reward", "hash"):
         theirs, ours = out[name]
         np.testing.assert_array_equal(ours[live], theirs[live], err_msg=name)
     # Every game ends within 42 plies; wins in all four directions and (rarely)

@@ -14,8 +14,9 @@ rollout, where every move is a step (:mod:`jaxpuct.envs.rollouts`).
 Every function is batched (state leaves ``[B, ...]``) and jit-compatible.
 :func:`environment` gives them as a :class:`jaxpuct.envs.adapter.Environment`, for
 :func:`jaxpuct.envs.adapter.make_recurrent_fn` and
-:func:`jaxpuct.envs.rollouts.make_recurrent_fn`. It has no position hash (no graph
-search with it; :func:`jaxpuct.envs.pgx_games.make_pgx_game` has one).
+:func:`jaxpuct.envs.rollouts.make_recurrent_fn`, with :func:`state_hash`, the same
+Zobrist hash as :func:`jaxpuct.envs.pgx_games.make_pgx_game`'s for the same position,
+for graph search.
 
 A move into a full column, into a column outside ``0..6`` or after the end of the
 game changes nothing and earns nothing (pgx instead ends the game with a loss for an
@@ -31,9 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpuct.envs.adapter import Environment
+from jaxpuct.envs.hashing import zobrist_hash
 
 __all__ = ["COLUMNS", "ROWS", "State", "environment", "init", "legal_mask", "observe",
-           "reward", "step", "terminal"]
+           "reward", "state_hash", "step", "terminal"]
 
 ROWS = 6
 COLUMNS = 7
@@ -146,7 +148,16 @@ def reward(prev: State, new: State) -> jax.Array:
     return (new.winner != prev.winner).astype(jnp.float32)
 
 
+def state_hash(state: State) -> jax.Array:
+    """``[B, 2]`` uint32 Zobrist hash of the board and the player to move: pgx's board
+    (-1 empty, else the colour) plus one is this board, so the hash is
+    :mod:`jaxpuct.envs.pgx_games`' for the same position."""
+    return zobrist_hash(state.board.reshape(state.board.shape[0], ROWS * COLUMNS),
+                        state.colour, num_values=3)
+
+
 def environment() -> Environment:
-    """The rules above as an :class:`~jaxpuct.envs.adapter.Environment` (no hash)."""
+    """The rules above as an :class:`~jaxpuct.envs.adapter.Environment`, with
+    :func:`state_hash`."""
     return Environment(step=step, observe=observe, legal_mask=legal_mask, terminal=terminal,
-                       reward=reward)
+                       reward=reward, state_hash=state_hash)
