@@ -18,7 +18,7 @@ other), ``S`` simulations each:
   MCTSBot's evaluator), ``leaves_per_step = k``: the ``k`` leaves of a step are
   evaluated by one batched rollout (virtual loss keeps their walks apart);
 * ``lean-zero``, ``lean-rollout`` (``--variants ...``, connect four only): the
-  ``zero`` and ``rollout K=1`` searches on :mod:`jaxpuct.envs.connect_four`, the
+  ``zero`` and ``rollout K=k`` searches on :mod:`jaxpuct.envs.connect_four`, the
   same game whose move checks the lines through the new stone only (pgx's checks
   all 69 lines of four), in the tree and in the rollouts.
 
@@ -169,8 +169,9 @@ def run_game(game: str, sims: int, reps: int, ks: list[int], variants: list[str]
         fns["jaxpuct zero K=1, lean rules"] = ("jax", jaxpuct_search(game, sims, "zero", 1,
                                                                      "lean"))
     if game == "connect_four" and "lean-rollout" in variants:
-        fns["jaxpuct rollout K=1, lean rules"] = ("jax", jaxpuct_search(game, sims, "rollout",
-                                                                        1, "lean"))
+        for k in ks:
+            fns[f"jaxpuct rollout K={k}, lean rules"] = ("jax", jaxpuct_search(
+                game, _round_up(sims, k), "rollout", k, "lean"))
     compile_s = {}
     for name, (kind, fn) in fns.items():
         start = time.perf_counter()
