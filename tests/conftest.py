@@ -69,6 +69,22 @@ def xla_flags(*extra: str) -> str:
 # are refusal tests calling a policy outside jit (about 100 each, a second of CPU each).
 # Also tried: XLA_FLAGS --xla_cpu_max_isa=SSE4_2 and --xla_cpu_prefer_vector_width=128
 # (within the +-15% of two runs); six other xla_cpu_* names abort jaxlib 0.10.2.
+# 2026-12-06, later (four typical suite programs, compile CPU-s summed, 3.3-4.0 at
+# these flags): the concurrency-optimised scheduler off 4.1-4.5, the legacy runtime
+# 3.7-3.9, XNNPACK off 3.6-4.0, LLVM's alias/noalias/invariant-load metadata off 3.7,
+# the HLO verifier disabled (--xla_disable_hlo_passes=hlo-verifier) 3.1-3.2 (within the
+# noise, and it checks XLA's own passes: not kept); disable_loop_unrolling,
+# disable_slp_vectorizer, use_multi_output_fusion, optimize_for_size,
+# flatten_after_fusion, fold_all_constants and disable_tiled_emitter abort jaxlib
+# 0.10.2. A program's compile is about 40% XLA's HLO passes and 60% LLVM at these
+# flags; a one-op program costs about 20 ms (7.5 lowering, of which 4 is JAX's new
+# MLIR context, and 13 compiling). jemalloc with page decay off
+# (MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1): no change (test_gumbel.py 24.0 and
+# 25.6 CPU-s). What paid: ml_dtypes below 0.7 in the development environment (the
+# Makefile), about 0.85 CPU-s less in every process that imports jax. Collecting the
+# suite costs each worker about 9 s (assertion rewriting of every test module, which
+# PYTHONDONTWRITEBYTECODE keeps from being cached, and about 4 s of module-level jax
+# work in a few files).
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + FAST_XLA_FLAGS).strip()
 
