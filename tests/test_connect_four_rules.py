@@ -4,7 +4,8 @@ Random legal games are played through both rules with the same moves, under one
 ``jax.jit``: observations, legal masks, terminal flags and the mover's rewards agree
 at every ply, and so do the position hashes (graph search), wins in every direction
 included. A move into a full column or after
-the end changes nothing. A rollout search gives the same visits with either rules.
+the end changes nothing. A rollout search gives the same visits with either rules,
+and with pgx's states in the tree and these rules in its rollouts.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def _play_both(key):
                    terminal=(pgx_env.terminal(new_theirs), lean.terminal(new_ours)),
                    reward=(pgx_env.reward(theirs, new_theirs), lean.reward(ours, new_ours)),
                    hash=(pgx_env.state_hash(new_theirs), lean.state_hash(new_ours)),
+                   state=(c4.from_pgx(new_theirs), new_ours),
                    live=~pgx_env.terminal(theirs), board=new_ours.board)
         # A finished game stays finished: both sides step it no further.
         done = pgx_env.terminal(theirs)
@@ -78,6 +80,10 @@ def test_random_games_agree_with_pgx_at_every_ply():
     for name in ("obs", "legal", "terminal", "reward", "hash"):
         theirs, ours = out[name]
         np.testing.assert_array_equal(ours[live], theirs[live], err_msg=name)
+    # A pgx state mapped to these rules' (rollouts from a tree of pgx states) is the
+    # state these rules reached.
+    for field, theirs, ours in zip(c4.State._fields, *out["state"], strict=True):
+        np.testing.assert_array_equal(ours[live], theirs[live], err_msg=field)
     # Every game ends within 42 plies; wins in all four directions and (rarely)
     # full-board draws occur among them, so every branch of the check was taken.
     ended = out["terminal"][1][-1]
@@ -128,19 +134,24 @@ _OPENINGS = np.array([[3, 3, 2], [0, 1, 2], [6, 5, 4], [3, 4, 3]], np.int32)
 
 @sc.jit
 def _rollout_search(key):
-    """The action weights ``[2, 4, 7]`` of one rollout search of each opening, with
-    pgx's rules and with these (the same key): the same game, the same random
-    stream, so the same trees."""
+    """The action weights ``[3, 4, 7]`` of one rollout search of each opening: with
+    pgx's rules, with these, and with pgx's in the tree and these in the rollouts
+    (the same key each time): the same game, the same random stream, so the same
+    trees."""
     apply_fn = lambda params, obs: (jnp.zeros((obs.shape[0], c4.COLUMNS)),  # noqa: E731
                                     jnp.zeros(obs.shape[0]))
     game = make_pgx_game("connect_four")
+    lean_rollouts = dict(rollout_env=c4.environment(), rollout_state=c4.from_pgx)
     weights = []
-    for env, state in ((game.environment, game.init(jax.random.PRNGKey(0), 4)),
-                       (c4.environment(), c4.init(4))):
+    for env, state, options in ((game.environment, game.init(jax.random.PRNGKey(0), 4), {}),
+                                (c4.environment(), c4.init(4), {}),
+                                (game.environment, game.init(jax.random.PRNGKey(0), 4),
+                                 lean_rollouts)):
         for column in _OPENINGS.T:
             state = env.step(state, jnp.asarray(column))
         root = adapter.make_root_fn(apply_fn, env)(None, key, state)
-        recurrent_fn = rollouts.make_recurrent_fn(apply_fn, env, mix=1.0, max_steps=PLIES)
+        recurrent_fn = rollouts.make_recurrent_fn(apply_fn, env, mix=1.0, max_steps=PLIES,
+                                                  **options)
         weights.append(jaxpuct.alphazero_policy(None, key, root, recurrent_fn, 48,
                                                 dirichlet_fraction=0.0,
                                                 temperature=0.0).action_weights)
@@ -148,6 +159,15 @@ def _rollout_search(key):
 
 
 def test_a_rollout_search_is_the_same_with_pgx_rules_and_these():
-    theirs, ours = np.asarray(_rollout_search(jax.random.PRNGKey(1)))
+    theirs, ours, mixed = np.asarray(_rollout_search(jax.random.PRNGKey(1)))
     np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(mixed, theirs)
     assert len({tuple(row) for row in ours}) == 4  # four different searches
+
+
+def test_rollout_rules_come_with_their_state_map():
+    apply_fn = lambda params, obs: (jnp.zeros((obs.shape[0], 7)), jnp.zeros(obs.shape[0]))  # noqa: E731
+    with pytest.raises(ValueError, match="rollout_env and rollout_state go together"):
+        rollouts.make_recurrent_fn(apply_fn, c4.environment(), rollout_env=c4.environment())
+    with pytest.raises(ValueError, match="rollout_env and rollout_state go together"):
+        rollouts.make_recurrent_fn(apply_fn, c4.environment(), rollout_state=c4.from_pgx)

@@ -16,7 +16,9 @@ Every function is batched (state leaves ``[B, ...]``) and jit-compatible.
 :func:`jaxpuct.envs.adapter.make_recurrent_fn` and
 :func:`jaxpuct.envs.rollouts.make_recurrent_fn`, with :func:`state_hash`, the same
 Zobrist hash as :func:`jaxpuct.envs.pgx_games.make_pgx_game`'s for the same position,
-for graph search.
+for graph search. A search that keeps pgx's states in its tree can still play its
+rollouts on these rules: :func:`from_pgx` maps a pgx state to one of these
+(``rollout_env`` and ``rollout_state`` of the rollouts' ``make_recurrent_fn``).
 
 A move into a full column, into a column outside ``0..6`` or after the end of the
 game changes nothing and earns nothing (pgx instead ends the game with a loss for an
@@ -25,7 +27,7 @@ illegal move; the searches and rollouts here only play legal moves).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +37,7 @@ from jaxpuct.envs.adapter import Environment
 from jaxpuct.envs.hashing import zobrist_hash
 
 __all__ = ["COLUMNS", "ROWS", "State", "environment", "init", "legal_mask", "observe",
-           "reward", "state_hash", "step", "terminal"]
+           "from_pgx", "reward", "state_hash", "step", "terminal"]
 
 ROWS = 6
 COLUMNS = 7
@@ -146,6 +148,17 @@ def reward(prev: State, new: State) -> jax.Array:
     """``[B]`` float32: 1 to the player who moved in ``prev`` where that move won,
     else 0 (a connect-four move never loses at once)."""
     return (new.winner != prev.winner).astype(jnp.float32)
+
+
+def from_pgx(state: Any) -> State:
+    """The positions of a batch of pgx connect-four states (leaves ``[B, ...]``), for
+    rollouts on these rules from a tree of pgx states
+    (:func:`jaxpuct.envs.rollouts.make_recurrent_fn`'s ``rollout_state``)."""
+    game = state._x  # pgx's game state: board [B, 42] (-1 empty, else the colour)
+    board = (game.board + 1).astype(jnp.int8).reshape(-1, ROWS, COLUMNS)
+    stones = (board > 0).astype(jnp.int32)
+    return State(board=board, heights=stones.sum(1), colour=game.color.astype(jnp.int32),
+                 winner=game.winner.astype(jnp.int32), moves=stones.sum((1, 2)))
 
 
 def state_hash(state: State) -> jax.Array:

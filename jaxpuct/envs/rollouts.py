@@ -173,7 +173,9 @@ def rollout_return(apply_fn: ApplyFn, env: Environment, params: Any, state: Stat
 
 def make_recurrent_fn(apply_fn: ApplyFn, env: Environment, *, mix: float = DEFAULT_MIX,
                       max_steps: int = 256, rollout_logits: RolloutLogits | None = None,
-                      greedy: bool = False, discount: float = -1.0) -> Callable:
+                      greedy: bool = False, discount: float = -1.0,
+                      rollout_env: Environment | None = None,
+                      rollout_state: Callable[[State], State] | None = None) -> Callable:
     """:func:`jaxpuct.envs.adapter.make_recurrent_fn` whose leaf value is
     ``(1 - mix) * v + mix * z`` (AlphaGo's ``λ = mix``).
 
@@ -184,22 +186,39 @@ def make_recurrent_fn(apply_fn: ApplyFn, env: Environment, *, mix: float = DEFAU
         rollout is played).
       max_steps: moves per rollout before bootstrapping (see
         :func:`rollout_return`).
-      rollout_logits, greedy, discount: as in :func:`rollout_return`.
+      rollout_logits, greedy, discount: as in :func:`rollout_return`
+        (``rollout_logits`` reads the rollout's states).
+      rollout_env: other rules of the same game for the rollouts alone (cheaper
+        ones, e.g. :func:`jaxpuct.envs.connect_four.environment` beside pgx's), with
+        ``rollout_state``, the map from ``env``'s states to theirs (e.g.
+        :func:`jaxpuct.envs.connect_four.from_pgx`). Both or neither; ``None``:
+        ``env`` plays the rollouts. The tree keeps ``env``'s states.
 
     Returns:
       ``recurrent_fn(params, rng_key, action [B], state) -> (out, new_state)``;
       the rollouts sample with ``rng_key``, which the search passes anew each
       simulation. Only ``out.value`` differs from the adapter's; at a terminal
       state it stays 0.
+
+    Raises:
+      ValueError: ``mix`` or ``max_steps`` out of range, or only one of
+        ``rollout_env`` and ``rollout_state`` given.
     """
     _check(mix, max_steps)
+    if (rollout_env is None) != (rollout_state is None):
+        raise ValueError("rollout_env and rollout_state go together (other rules for the "
+                         "rollouts and the map from the tree's states to theirs), got "
+                         f"rollout_env={'set' if rollout_env is not None else None} and "
+                         f"rollout_state={'set' if rollout_state is not None else None}")
     base = adapter.make_recurrent_fn(apply_fn, env, discount=discount)
     if mix == 0.0:
         return base
+    played_by = env if rollout_env is None else rollout_env
 
     def recurrent_fn(params: Any, rng_key: jax.Array, action: jax.Array, state: State):
         out, new_state = base(params, rng_key, action, state)
-        z = rollout_return(apply_fn, env, params, new_state, rng_key, max_steps=max_steps,
+        start = new_state if rollout_state is None else rollout_state(new_state)
+        z = rollout_return(apply_fn, played_by, params, start, rng_key, max_steps=max_steps,
                            rollout_logits=rollout_logits, greedy=greedy, discount=discount)
         terminal = False if out.terminal is None else out.terminal
         value = jnp.where(terminal, out.value, (1.0 - mix) * out.value + mix * z)
