@@ -21,7 +21,7 @@ from jaxpuct.envs import adapter, rollouts
 from jaxpuct.envs import connect_four as c4
 
 pytest.importorskip("pgx")
-from jaxpuct.envs.pgx_games import make_pgx_game  # noqa: E402
+from jaxpuct.envs.pgx_games import make_pgx_game, rollout_rules  # noqa: E402
 
 B = 256
 PLIES = c4.ROWS * c4.COLUMNS
@@ -141,7 +141,7 @@ def _rollout_search(key):
     apply_fn = lambda params, obs: (jnp.zeros((obs.shape[0], c4.COLUMNS)),  # noqa: E731
                                     jnp.zeros(obs.shape[0]))
     game = make_pgx_game("connect_four")
-    lean_rollouts = dict(rollout_env=c4.environment(), rollout_state=c4.from_pgx)
+    lean_rollouts = rollout_rules("connect_four")  # what the arena's rollout agent uses
     weights = []
     for env, state, options in ((game.environment, game.init(jax.random.PRNGKey(0), 4), {}),
                                 (c4.environment(), c4.init(4), {}),
@@ -166,6 +166,10 @@ def test_a_rollout_search_is_the_same_with_pgx_rules_and_these():
 
 
 def test_rollout_rules_come_with_their_state_map():
+    assert set(rollout_rules("connect_four")) == {"rollout_env", "rollout_state"}
+    assert rollout_rules("tic_tac_toe") == {}
+    with pytest.raises(ValueError, match="unknown pgx game 'chess'.*connect_four"):
+        rollout_rules("chess")
     apply_fn = lambda params, obs: (jnp.zeros((obs.shape[0], 7)), jnp.zeros(obs.shape[0]))  # noqa: E731
     with pytest.raises(ValueError, match="rollout_env and rollout_state go together"):
         rollouts.make_recurrent_fn(apply_fn, c4.environment(), rollout_env=c4.environment())

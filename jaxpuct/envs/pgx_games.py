@@ -232,3 +232,24 @@ def symmetries(name: str):
         raise ValueError(f"unknown pgx game {name!r} for symmetries; accepted names: "
                          f"{', '.join(tables)}")
     return tables[name]()
+
+
+def rollout_rules(name: str) -> dict[str, Any]:
+    """The keywords of :func:`jaxpuct.envs.rollouts.make_recurrent_fn` that play a
+    :data:`PGX_GAMES` game's rollouts on cheaper rules of the same game, the tree
+    keeping pgx's states: ``rollout_env`` and ``rollout_state`` for ``connect_four``
+    (:mod:`jaxpuct.envs.connect_four`, whose move tests only the lines through the new
+    stone; the same rollouts, bit for bit), ``{}`` (pgx's own rules) for the others.
+    Needs no pgx.
+
+    Raises:
+      ValueError: for another name (the message lists the accepted ones).
+    """
+    if name not in PGX_GAMES:
+        raise ValueError(f"unknown pgx game {name!r} for rollout_rules; accepted names: "
+                         f"{', '.join(PGX_GAMES)}")
+    if name == "connect_four":
+        from jaxpuct.envs import connect_four
+        return {"rollout_env": connect_four.environment(),
+                "rollout_state": connect_four.from_pgx}
+    return {}
