@@ -11,6 +11,11 @@ Exploration term ``U`` (``form``):
 * ``"uct_log"``: ``c(s) * P(s, a) * sqrt(log(1 + N(s) + log_offset) / (1 + N(s, a)))``,
   the UCB1-like variant of the PUCT literature (Rosin 2011, "Multi-armed bandits
   with episode context").
+* ``"ucb1"``: ``c(s) * sqrt(log(N(s) + log_offset) / N(s, a))`` with ``N(s, a)``
+  floored at 1 and ``N(s)`` at 1: UCT's exploration term (Kocsis and Szepesvari
+  2006, from UCB1 of Auer et al. 2002), which ignores the prior. UCT tries every
+  unvisited action first: :meth:`PUCTConfig.uct` pairs the form with
+  ``unvisited_q="fixed"`` at :data:`UNVISITED_FIRST`, as OpenSpiel's ``MCTSBot``.
 
 Exploration weight ``c(s)``: ``c_init`` when ``c_base is None``, else the
 AlphaZero schedule ``c_init + log((N(s) + c_base + 1) / c_base)``.
@@ -86,11 +91,15 @@ from jaxpuct import validation
 from jaxpuct.numerics import gather_rows
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
 
-Form = Literal["puct", "uct_log"]
+Form = Literal["puct", "uct_log", "ucb1"]
 ParentVisits = Literal["edge_sum", "node"]
 UnvisitedQ = Literal["zero", "parent", "fpu", "fixed", "min"]
 QNormalization = Literal["none", "minmax"]
 MinMaxBounds = Literal["node", "tree"]
+# The value UCT gives an unvisited action (UCB1's infinite bonus): above any visited
+# action's score (a value in [-1, 1] plus c * sqrt(log N), under 100 for c < 20 and
+# any N a float32 can count) and exact in float32.
+UNVISITED_FIRST = 1.0e6
 # mctx's epsilon in its min-max Q normalisation (qtransform_by_min_max).
 _MINMAX_EPSILON = 1e-8
 
@@ -173,6 +182,19 @@ class PUCTConfig:
         ``minmax_bounds="tree"`` the pseudocode's one pair of bounds per search."""
         return cls(c_init=c_init, c_base=c_base, parent_visits="node",
                    unvisited_q="min", q_normalization="minmax", minmax_bounds=minmax_bounds)
+
+    @classmethod
+    def uct(cls, c: float = 2.0) -> PUCTConfig:
+        """UCT (Kocsis and Szepesvari 2006) as OpenSpiel's ``MCTSBot`` selects:
+        ``Q(s, a) + c * sqrt(log N(s) / N(s, a))`` with ``N(s)`` the node's own visit
+        count, the prior ignored, every unvisited action tried first (the lowest
+        index first; OpenSpiel shuffles them, and ``tie_noise`` cannot: float32 has
+        no room for it beside :data:`UNVISITED_FIRST`). For a search without a
+        network (uniform prior, random rollouts), where AlphaZero's rule, made to
+        follow a prior, explores too little. Values are not normalised: ``c``
+        is in the values' unit, as OpenSpiel's."""
+        return cls(c_init=c, c_base=None, form="ucb1", parent_visits="node",
+                   unvisited_q="fixed", unvisited_value=UNVISITED_FIRST)
 
     @classmethod
     def alphago(cls, c_puct: float = 1.5) -> PUCTConfig:
@@ -259,9 +281,12 @@ def puct_scores(
         else:
             growth = count_for_u ** config.exponent
         u = growth[:, None] * c * prior / (edge_visits_f + 1.0)
-    else:
+    elif config.form == "uct_log":
         log_term = jnp.log(1.0 + parent_count + config.log_offset)[:, None]
         u = c * prior * jnp.sqrt(log_term / (edge_visits_f + 1.0))
+    else:  # ucb1
+        log_term = jnp.log(jnp.maximum(parent_count, 1.0) + config.log_offset)[:, None]
+        u = c * jnp.sqrt(log_term / jnp.maximum(edge_visits_f, 1.0))
 
     q = puct_qvalues(config, prior, edge_visits, edge_q, has_q, parent_value, is_root,
                      bounds)

@@ -77,9 +77,12 @@ def reference_scores(cfg: PUCTConfig, stats: dict) -> np.ndarray:
                 continue
             if cfg.form == "puct":
                 u = c * prior[a] * n_for_growth ** cfg.exponent / (1.0 + n_edge[a])
-            else:
+            elif cfg.form == "uct_log":
                 u = c * prior[a] * math.sqrt(
                     math.log(1.0 + n_parent + cfg.log_offset) / (1.0 + n_edge[a]))
+            else:  # ucb1: the prior plays no part
+                u = c * math.sqrt(math.log(max(n_parent, 1.0) + cfg.log_offset)
+                                  / max(n_edge[a], 1.0))
             q = q_edge[a] if has_q[a] else fill
             if cfg.q_normalization == "minmax":
                 q = (q - lo) / max(hi - lo, 1e-8)
@@ -143,7 +146,7 @@ configs = st.builds(
     c_init=st.sampled_from([0.0, 1.25, 2.5]),
     c_base=st.sampled_from([None, 19652.0, 4.0]),
     exponent=st.sampled_from([0.5, 0.25, 1.0]),
-    form=st.sampled_from(["puct", "uct_log"]),
+    form=st.sampled_from(["puct", "uct_log", "ucb1"]),
     log_offset=st.sampled_from([0.0, 2.0]),
     parent_visits=st.sampled_from(["edge_sum", "node"]),
     unvisited_q=st.sampled_from(["zero", "parent", "fpu", "fixed", "min"]),
@@ -168,6 +171,7 @@ VARIANTS = [
     PUCTConfig(unvisited_q="min", q_normalization="none", c_base=3.0),
     PUCTConfig(unvisited_q="fixed", unvisited_value=0.5, q_normalization="minmax"),
     PUCTConfig(tie_noise=0.01),
+    PUCTConfig.uct(),
 ]
 
 
