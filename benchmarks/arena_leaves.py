@@ -14,7 +14,8 @@ against OpenSpiel's rules; half the games with jaxpuct moving first).
 
 The jaxpuct side is ``alphazero_policy`` with the default PUCT rule, no root
 noise, the most visited move (temperature 0), tree capacity ``S + 1``: at ``K = 1``
-the search of :func:`jaxpuct.alphazero.arena.pure_search_agent`. ``S`` is rounded
+the search of :func:`jaxpuct.alphazero.arena.pure_search_agent` with
+``selection="puct"`` (that agent's default is UCT, MCTSBot's rule). ``S`` is rounded
 up to a multiple of ``K`` (1,008 at ``K = 16`` against the bot's 1,000). The
 arena searches all games of a match in one batch; each tree of a batch is
 searched independently (the batch-versus-single tests check it), so the moves

@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--simulations", type=int,
                     help="jaxpuct's simulations per move (default: the run's; 100 for a "
                     "pure search)")
+    me.add_argument("--agent-selection", choices=("uct", "puct"), default=None,
+                    help="a pure search's rule: UCT as MCTSBot's (jaxpuct.PUCTConfig.uct), "
+                    "or AlphaZero's PUCT with a uniform prior (default: uct)")
+    me.add_argument("--agent-uct-c", type=float, default=None,
+                    help="a pure UCT search's exploration constant (default: 2, MCTSBot's)")
     me.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
                     help="jaxpuct's search with the MCTS-solver (default: as the run "
                     "trained; off for a pure search)")
@@ -128,6 +133,9 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
     try:
         bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
                             uct_c=args.uct_c, rollouts=args.rollouts, solve=args.solve)
+        if args.run_dir and (args.agent_selection or args.agent_uct_c is not None):
+            sys.exit("error: --agent-selection and --agent-uct-c set a pure search's rule; "
+                     "a network of --run-dir searches with its prior (PUCT)")
         if args.run_dir and _is_muzero_run(args.run_dir):
             from examples import muzero
             if args.agent_solver:
@@ -152,9 +160,14 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
             if args.agent_symmetry or args.agent_ensemble or args.agent_graph_search:
                 sys.exit("error: --agent-symmetry, --agent-ensemble and --agent-graph-search "
                          "need --run-dir (they set a trained network's search)")
+            if args.agent_selection == "puct" and args.agent_uct_c is not None:
+                sys.exit("error: --agent-uct-c is UCT's constant; --agent-selection puct "
+                         "has none")
             game = args.game
-            agent, who = arena.pure_search_agent(game, args.simulations or 100, args.value,
-                                                 solver=bool(args.agent_solver))
+            agent, who = arena.pure_search_agent(
+                game, args.simulations or 100, args.value, solver=bool(args.agent_solver),
+                selection=args.agent_selection or "uct",
+                uct_c=2.0 if args.agent_uct_c is None else args.agent_uct_c)
     except (ValueError, CheckpointError) as err:
         sys.exit(f"error: {err}")
     print(f"{game}, {args.games} games: {who}\n  vs {bot.describe()}", flush=True)

@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "--checkpoint the network's, and recorded as 'network'")
     p.add_argument("--chance-backup", choices=("visits", "expectation"),
                    default="expectation")
+    p.add_argument("--selection", choices=("uct", "puct"), default=None,
+                   help="the pure search's rule: UCT as MCTSBot's (jaxpuct.PUCTConfig.uct, "
+                        "c = 2), or AlphaZero's PUCT with a uniform prior (default: uct)")
     p.add_argument("--rules", choices=("standard", "pgx"), default="standard",
                    help="legal micro-moves inside jaxpuct's tree: the standard dice rule "
                         "(OpenSpiel's) or pgx's looser one; the root's are OpenSpiel's")
@@ -65,8 +68,12 @@ def main(argv: list[str] | None = None) -> None:
     args.value = args.value or ("rollouts" if args.checkpoint is None else "network")
     if args.checkpoint is None:
         agent, description = ab.pure_search_agent(args.simulations, args.value,
-                                                  args.chance_backup, rules=args.rules)
+                                                  args.chance_backup, rules=args.rules,
+                                                  selection=args.selection or "uct")
     else:
+        if args.selection is not None:
+            sys.exit("error: --selection is the pure search's; with --checkpoint the "
+                     "network's prior is searched with PUCT")
         if args.chance_backup != "expectation":
             sys.exit("error: --checkpoint searches with --chance-backup expectation")
         from examples import known_chance_backgammon as kcb

@@ -182,7 +182,7 @@ def test_pure_search_agent_moves_within_the_given_mask():
 
     from jaxpuct.envs import pgx_backgammon as bg
     agent, description = ab.pure_search_agent(4)
-    assert "4 simulations" in description
+    assert description.startswith("jaxpuct pure stochastic UCT search (c = 2, 4 simulations")
     state = bg.init(jax.random.PRNGKey(0), 1)
     legal = np.asarray(state.legal_action_mask)
     options = np.flatnonzero(legal[0])
@@ -212,6 +212,11 @@ def test_cli_arguments():
     # value itself, so --value beside it is refused.
     with pytest.raises(SystemExit, match="with --checkpoint the network gives the value"):
         cli.main(["--checkpoint", "unused", "--value", "zero"])
+    with pytest.raises(SystemExit, match="--selection is the pure search's"):
+        cli.main(["--checkpoint", "unused", "--selection", "puct"])
+    assert cli.build_parser().parse_args(["--selection", "puct"]).selection == "puct"
+    with pytest.raises(ValueError, match="selection must be 'uct' or 'puct', got 'ucb1'"):
+        ab.pure_search_agent(4, selection="ucb1")
     for games in ("3", "0"):
         with pytest.raises(SystemExit, match="--games must be even and at least 2"):
             cli.main(["--games", games])

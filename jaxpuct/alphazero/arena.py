@@ -45,6 +45,7 @@ import numpy as np
 
 from jaxpuct.alphazero.config import MAX_MOVES
 from jaxpuct.alphazero.scores import MatchScore, match_score
+from jaxpuct.selection import PUCTConfig
 
 __all__ = ["ARENA_GAMES", "Agent", "ArenaMismatchError", "BotSpec", "MatchResult",
            "check_same_position", "ensemble_members", "greedy_search", "make_bot",
@@ -282,12 +283,20 @@ def network_agent(run_dir: str, step: int | None = None,
 
 
 def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
-                      solver: bool = False) -> tuple[Agent, str]:
-    """A greedy PUCT search with a uniform prior and, at each new leaf, ``value``
+                      solver: bool = False, selection: str = "uct",
+                      uct_c: float = 2.0) -> tuple[Agent, str]:
+    """A greedy search without a network and, at each new leaf, ``value``
     ``"zero"`` (only terminal rewards inform it) or ``"rollouts"`` (the outcome of one
     uniform random rollout to the end of the game, :mod:`jaxpuct.envs.rollouts` with
     ``mix = 1``, as MCTSBot's evaluator); with ``solver``, the MCTS-solver too (as
     ``MCTSBot(solve=True)``).
+
+    ``selection``: ``"uct"`` (:meth:`jaxpuct.PUCTConfig.uct` with ``c = uct_c``,
+    MCTSBot's rule: every move tried once, then ``Q + c sqrt(log N / n)``) or
+    ``"puct"`` (AlphaZero's rule with a uniform prior, made to follow a network's
+    prior: with none it explores too little; in connect four at equal simulations,
+    100 and 1,000, it scored 0.25 and 0.36 against MCTSBot where UCT scored 0.40 and
+    0.49, over 256 games each; docs/arena.md).
 
     Returns:
       ``(agent, description)``.
@@ -300,11 +309,15 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
     _check_game(game)
     if value not in ("zero", "rollouts"):
         raise ValueError(f"value must be 'zero' or 'rollouts', got {value!r}")
+    if selection not in ("uct", "puct"):
+        raise ValueError(f"selection must be 'uct' or 'puct', got {selection!r}")
     pgx_game = make_pgx_game(game)
     # batch_size 1: only the search fields matter here (the buffer is never built).
     config = SelfPlayConfig(game=game, num_simulations=num_simulations, batch_size=1,
                             solver=solver)
     fns = selfplay.make_search_fns(config, pgx_game.environment, None, pgx_game.num_actions)
+    if selection == "uct":
+        fns = dataclasses.replace(fns, selection=PUCTConfig.uct(uct_c))
     if value == "rollouts":
         # The game's cheapest rules play the rollouts (connect four's test only the
         # lines through the new stone): the same values, bit for bit, faster.
@@ -312,7 +325,8 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
             zero_apply(pgx_game.num_actions), pgx_game.environment, mix=1.0,
             max_steps=MAX_MOVES[game], **rollout_rules(game)))
     act = greedy_search(fns)
-    description = (f"jaxpuct pure PUCT search ({num_simulations} simulations, uniform prior, "
+    rule = f"UCT search (c = {uct_c:g}" if selection == "uct" else "PUCT search (uniform prior"
+    description = (f"jaxpuct pure {rule}, {num_simulations} simulations, "
                    f"{'one random rollout per leaf' if value == 'rollouts' else 'zero value'}"
                    f"{', MCTS-solver' if solver else ''}), greedy")
     return (lambda keys, state: act(None, keys, state)), description

@@ -303,18 +303,24 @@ def random_agent(seed: int = 0) -> BackgammonAgent:
 
 def pure_search_agent(num_simulations: int, value: str = "rollouts",
                       chance_backup: ChanceBackup = "expectation", max_steps: int = 2000,
-                      rules: str = "standard") -> tuple[BackgammonAgent, str]:
+                      rules: str = "standard", selection: str = "uct",
+                      uct_c: float = 2.0) -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` over pgx backgammon
-    (:mod:`jaxpuct.envs.pgx_backgammon`): uniform prior, ``value`` ``"rollouts"``
+    (:mod:`jaxpuct.envs.pgx_backgammon`): no network, ``value`` ``"rollouts"``
     (one uniform random rollout per new node, as MCTSBot's evaluator) or
     ``"zero"``; no root noise; the most visited micro-move. ``rules``: the legal
     micro-moves below the root (``"standard"``, OpenSpiel's, or ``"pgx"``; the root's
-    are always the arena's, OpenSpiel's).
+    are always the arena's, OpenSpiel's). ``selection``: ``"uct"``
+    (:meth:`jaxpuct.PUCTConfig.uct` with ``c = uct_c``, MCTSBot's rule; values in
+    points, as MCTSBot's) or ``"puct"`` (AlphaZero's rule with a uniform prior).
 
     Returns:
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
     import jaxpuct
+    if selection not in ("uct", "puct"):
+        raise ValueError(f"selection must be 'uct' or 'puct', got {selection!r}")
+    rule = jaxpuct.PUCTConfig.uct(uct_c) if selection == "uct" else jaxpuct.PUCTConfig()
     root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps, rules)
 
     @jax.jit
@@ -323,14 +329,15 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
         out = jaxpuct.stochastic_policy(
             None, search_key, root_fn(state, root_key), decision_fn, chance_fn,
             num_simulations, invalid_actions=~legal, dirichlet_fraction=0.0,
-            temperature=0.0, chance_backup=chance_backup)
+            temperature=0.0, chance_backup=chance_backup, selection=rule)
         return out.action
 
     def agent(keys, state, legal):
         return act(keys[0], state, jnp.asarray(legal))
 
-    description = (f"jaxpuct pure stochastic PUCT search ({num_simulations} simulations per "
-                   f"micro-move, uniform prior, "
+    kind = f"UCT search (c = {uct_c:g}, " if selection == "uct" else "PUCT search (uniform prior, "
+    description = (f"jaxpuct pure stochastic {kind}{num_simulations} simulations per "
+                   f"micro-move, "
                    f"{'one random rollout per node' if value == 'rollouts' else 'zero value'}, "
                    f"chance_backup={chance_backup}, {rules} rules in the tree), greedy")
     return agent, description

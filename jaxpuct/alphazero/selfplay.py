@@ -32,6 +32,7 @@ from jaxpuct.policies import alphazero_policy
 from jaxpuct.reuse import subtree
 from jaxpuct.roots import init_tree
 from jaxpuct.sampled import SampledPolicyOutput, sampled_policy
+from jaxpuct.selection import PUCTConfig
 from jaxpuct.solver import pruned_root_visits, solver_config, with_proofs
 from jaxpuct.testing.pure_search import zero_apply
 from jaxpuct.tree import Tree, present
@@ -81,6 +82,8 @@ class SearchFns:
       recurrent_fn: the search's step function with the network.
       policy: ``"alphazero"``, ``"gumbel"`` or ``"sampled"`` (a pure search is
         always PUCT).
+      selection: the PUCT search's rule (``None``: ``alphazero_policy``'s default,
+        AlphaZero's); the arena's pure searches take UCT (:meth:`PUCTConfig.uct`).
     """
 
     config: SelfPlayConfig
@@ -88,6 +91,7 @@ class SearchFns:
     root_fn: Callable
     recurrent_fn: Callable
     policy: str = "alphazero"
+    selection: PUCTConfig | None = None
 
 
 _ROOT_KEY_STREAM = 0x5E7  # fold_in data: any constant other streams do not use
@@ -170,8 +174,9 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
             qtransform=CompletedQConfig(value_scale=c.value_scale,
                                         maxvisit_init=c.maxvisit_init),
             max_nodes=c.capacity, graph=c.graph, tree=tree, solver=c.solver)
+    rule = {} if fns.selection is None else {"selection": fns.selection}
     out = alphazero_policy(
-        params, keys, root, fns.recurrent_fn, c.num_simulations,
+        params, keys, root, fns.recurrent_fn, c.num_simulations, **rule,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
         temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree,
         solver=c.solver, early_stop=early_stop)

@@ -22,8 +22,9 @@ pgx conventions this module relies on (pgx 2.x, ``pgx/core.py`` and the games):
 * ``state.observation`` is from the view of ``state.current_player`` (the player
   to move): e.g. in tic-tac-toe plane 0 holds the mover-to-be's marks.
 * ``state.legal_action_mask`` is set to all ``True`` at terminal states (to
-  avoid dividing by zero when normalising a policy); the environment here
-  reports no legal action there instead (``legal & ~terminal``).
+  avoid dividing by zero when normalising a policy). ``Environment.legal_mask``
+  passes it through as it is; the search's adapter (:mod:`jaxpuct.envs.adapter`)
+  reports no legal action there (``legal & ~terminal``).
 * ``env.step`` on a terminal state returns it unchanged with zero rewards; an
   illegal action ends the game with reward -1 to the mover (+1 to the other).
 * ``state.truncated`` is never set by these games (only by wrappers); the
