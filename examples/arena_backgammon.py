@@ -67,9 +67,11 @@ def main(argv: list[str] | None = None) -> None:
                  "gives the value")
     args.value = args.value or ("rollouts" if args.checkpoint is None else "network")
     if args.checkpoint is None:
+        args.selection = args.selection or "uct"  # recorded in --json as searched
+    if args.checkpoint is None:
         agent, description = ab.pure_search_agent(args.simulations, args.value,
                                                   args.chance_backup, rules=args.rules,
-                                                  selection=args.selection or "uct")
+                                                  selection=args.selection)
     else:
         if args.selection is not None:
             sys.exit("error: --selection is the pure search's; with --checkpoint the "
