@@ -252,11 +252,14 @@ def _damage(path: str, how: str) -> None:
             f.write(data)
 
 
+# A damaged file is found by its digest before orbax opens it: no orbax reader is
+# left to fail (its coroutines used to report "Exception ignored ... GeneratorExit").
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_each_damaged_checkpoint_file_falls_back_or_fails_clearly(tmp_path, trainer,
                                                                   reference):
     """Damages every file of the newest checkpoint in turn (three ways): the
-    restore returns that checkpoint intact, falls back to the previous one, or,
-    for a named step, raises CheckpointError; it never returns anything else."""
+    restore falls back to the previous one, or, for a named step, raises
+    CheckpointError naming the file; it never returns anything else."""
     pristine = str(tmp_path / "pristine")
     _save_reference(trainer, reference, pristine, [1, 2])
     run_dir = str(tmp_path / "run")
@@ -273,22 +276,21 @@ def test_each_damaged_checkpoint_file_falls_back_or_fails_clearly(tmp_path, trai
             _damage(os.path.join(run_dir, os.path.relpath(target, pristine)), how)
             restored = jax.device_get(az.restore_checkpoint(run_dir, trainer.init(), TINY))
             assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(restored.params))
-            if _same(restored, reference[2]):
-                # Bit-identical to what was saved (its digest verified): a file
-                # the restore does not need, or a byte it does not read.
-                assert target != digest_file, how
+            if _same(restored, reference[2]):  # every file is in the digest: never
                 outcomes["same"] += 1
                 continue
             _assert_same(restored, reference[1])
             outcomes["fallback"] += 1
-            with pytest.raises(az.CheckpointError, match="checkpoint 2"):
+            named = os.path.relpath(target, newest) if target != digest_file else "sha256"
+            with pytest.raises(az.CheckpointError, match=f"checkpoint 2.*{re.escape(named)}"):
                 az.restore_checkpoint(run_dir, trainer.init(), TINY, step=2)
             outcomes["error"] += 1
     print(f"\nfault: damaged files of the newest checkpoint: {len(targets)} files, "
           f"{sum(outcomes.values()) - outcomes['error']} damages; restored intact "
           f"{outcomes['same']}, fell back to the previous checkpoint {outcomes['fallback']}, "
           f"--resume-step 2 refused {outcomes['error']}; data lost: none")
-    assert outcomes["fallback"] >= 3 and outcomes["error"] == outcomes["fallback"]
+    assert outcomes["same"] == 0 and outcomes["fallback"] >= 3
+    assert outcomes["error"] == outcomes["fallback"]
 
 
 def test_resume_step_restores_an_older_checkpoint(tmp_path, trainer, reference):
@@ -497,8 +499,9 @@ def test_mcts_evaluation_goes_to_metrics_and_plot(tmp_path, fast_cli, monkeypatc
 
 def test_checkpoint_written_before_an_optional_field_existed_restores(tmp_path, trainer,
                                                                       reference):
-    """A checkpoint whose buffer has no ``root_value`` entry at all (as 0.3.0 wrote
-    them) restores into today's state, where that field is ``None`` when off."""
+    """A checkpoint whose buffer has no ``root_value`` entry at all, and whose digest
+    lists no files (as 0.3.0 wrote them), restores into today's state, where that
+    field is ``None`` when off."""
     import orbax.checkpoint as ocp
     run_dir = str(tmp_path / "run")
     _save_reference(trainer, reference, run_dir, [1])
@@ -518,6 +521,12 @@ def test_checkpoint_written_before_an_optional_field_existed_restores(tmp_path, 
         ckptr.wait_until_finished()
     with ocp.StandardCheckpointer() as ckptr:
         assert "root_value" not in ckptr.metadata(step_dir).item_metadata["buffer"]
+    # Its digest file as 0.3.0 wrote them too: the arrays' hashes, no file list.
+    digest_file = step_dir + ".sha256.json"
+    with open(digest_file) as f:
+        recorded = json.load(f)
+    with open(digest_file, "w") as f:
+        json.dump({k: v for k, v in recorded.items() if k != "files"}, f)
     _assert_same(jax.device_get(az.restore_checkpoint(run_dir, trainer.init(), TINY)),
                  reference[1])
 

@@ -7,9 +7,12 @@ Layout under a run directory::
                                 (its own named keys: params, opt_state, buffer, ...)
     checkpoints/<step>.sha256.json
                                 SHA-256 of every array of that state, by key path,
+                                and of every file of checkpoints/<step>/, by path,
                                 written after the checkpoint was read back intact
 
-A checkpoint counts only when its ``.sha256.json`` exists and the arrays restored
+A checkpoint counts only when its ``.sha256.json`` exists, its files hash to the
+recorded values (checked before orbax opens any of them, so a damaged file is
+named in the error rather than met inside orbax's readers) and the arrays restored
 from it hash to the same values: a save killed at any point, a truncated,
 corrupted or deleted file all make it not count, and :func:`restore_checkpoint`
 falls back to the newest one that does (or fails with :class:`CheckpointError`
@@ -40,8 +43,9 @@ import numpy as np
 
 from jaxpuct.alphazero.config import SelfPlayConfig, flag
 
-__all__ = ["CheckpointError", "available_steps", "load_config", "newest_intact_step",
-           "remove_partial_saves", "restore_checkpoint", "save_checkpoint", "state_digest"]
+__all__ = ["CheckpointError", "available_steps", "file_digest", "load_config",
+           "newest_intact_step", "remove_partial_saves", "restore_checkpoint", "save_checkpoint",
+           "state_digest"]
 
 _CONFIG_FILE = "config.json"
 _DIGEST_SUFFIX = ".sha256.json"
@@ -91,6 +95,38 @@ def state_digest(tree: Any) -> dict[str, str]:
         h.update(array.tobytes())
         out[jax.tree_util.keystr(path)] = h.hexdigest()
     return out
+
+
+def _file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_digest(directory: str) -> dict[str, str]:
+    """SHA-256 of every file under ``directory``, by its path relative to it."""
+    out = {}
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            out[os.path.relpath(path, directory)] = _file_sha256(path)
+    return out
+
+
+def _check_files(run_dir: str, step: int, expected: dict[str, str]) -> None:
+    """Raises :class:`CheckpointError` naming the first of the step's recorded files
+    that is missing or differs (files added since are not looked at)."""
+    directory = _step_dir(run_dir, step)
+    for name, want in sorted(expected.items()):
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            raise CheckpointError(f"checkpoint {step} is damaged: its file {path} is missing")
+        if _file_sha256(path) != want:
+            raise CheckpointError(f"checkpoint {step} fails its integrity check: its file "
+                                  f"{path} differs from {_digest_path(run_dir, step)}")
 
 
 def _all_finite(tree: Any) -> bool:
@@ -194,9 +230,16 @@ def _read(run_dir: str, step: int, template: Any) -> Any:
                               f"the save did not finish)")
     try:
         with open(digest_file) as f:
-            expected = json.load(f)["sha256"]
+            recorded = json.load(f)
+        expected, files = recorded["sha256"], recorded.get("files")
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {step}: unreadable {digest_file}: {err}") from err
+    if files is not None:  # absent in checkpoints written before it was recorded
+        try:
+            _check_files(run_dir, step, files)
+        except (OSError, AttributeError, TypeError) as err:
+            raise CheckpointError(f"checkpoint {step}: unreadable file list in "
+                                  f"{digest_file} or file: {err}") from err
     try:
         state = _restore(_step_dir(run_dir, step), template)
     except Exception as err:  # orbax and tensorstore raise many kinds
@@ -244,7 +287,8 @@ def save_checkpoint(run_dir: str, ts: Any, config: SelfPlayConfig, keep: int = 2
         digest = state_digest(ts)
         _verify_written(run_dir, step, ts, digest)
         _write_atomically(_digest_path(run_dir, step),
-                          json.dumps({"step": step, "sha256": digest}, indent=0))
+                          json.dumps({"step": step, "sha256": digest,
+                                      "files": file_digest(path)}, indent=0))
     except CheckpointError:
         _remove_step(run_dir, step)
         raise
