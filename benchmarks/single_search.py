@@ -21,6 +21,11 @@ other), ``S`` simulations each:
   ``zero`` and ``rollout K=k`` searches on :mod:`jaxpuct.envs.connect_four`, the
   same game whose move checks the lines through the new stone only (pgx's checks
   all 69 lines of four), in the tree and in the rollouts.
+* ``uct-rollout``, ``lean-uct-rollout`` (``--variants ...``; the second connect four
+  only): ``rollout K=1`` and its lean-rules form selecting by UCT
+  (:meth:`jaxpuct.PUCTConfig.uct`, MCTSBot's rule; the others select by jaxpuct's
+  default PUCT rule), the search that plays level with MCTSBot at equal simulations
+  (``docs/arena.md``).
 
 jaxpuct's searches are jitted, compiled and warmed up first; then every variant
 is called in turn, round by round (so that the shared machine's load hits them
@@ -78,11 +83,12 @@ def _zero_value_game(game: str):
             adapter.make_recurrent_fn(apply_fn, pgx_game.environment))
 
 
-def jaxpuct_search(game: str, sims: int, value: str, leaves: int, rules: str = "pgx"):
+def jaxpuct_search(game: str, sims: int, value: str, leaves: int, rules: str = "pgx",
+                   selection: jaxpuct.PUCTConfig = jaxpuct.PUCTConfig()):
     """``(key) -> action [1]``: a jitted B = 1 search from ``game``'s initial position
     (``value``: ``"zero"`` or ``"rollout"``; ``leaves`` per step; ``rules``: ``"pgx"``,
     or ``"lean"`` for connect four's :mod:`jaxpuct.envs.connect_four`, in the tree and
-    in the rollouts)."""
+    in the rollouts; ``selection``: the rule)."""
     from jaxpuct.alphazero.config import MAX_MOVES
     from jaxpuct.envs import rollouts
 
@@ -105,7 +111,7 @@ def jaxpuct_search(game: str, sims: int, value: str, leaves: int, rules: str = "
         root = root_fn(None, key, init())
         out = jaxpuct.alphazero_policy(None, key, root, recurrent_fn, sims,
                                        dirichlet_fraction=0.0, temperature=0.0,
-                                       leaves_per_step=leaves)
+                                       leaves_per_step=leaves, selection=selection)
         return out.action
 
     return jax.jit(search)
@@ -172,6 +178,12 @@ def run_game(game: str, sims: int, reps: int, ks: list[int], variants: list[str]
         for k in ks:
             fns[f"jaxpuct rollout K={k}, lean rules"] = ("jax", jaxpuct_search(
                 game, _round_up(sims, k), "rollout", k, "lean"))
+    if "uct-rollout" in variants:
+        fns["jaxpuct UCT rollout K=1"] = ("jax", jaxpuct_search(
+            game, sims, "rollout", 1, selection=jaxpuct.PUCTConfig.uct()))
+    if game == "connect_four" and "lean-uct-rollout" in variants:
+        fns["jaxpuct UCT rollout K=1, lean rules"] = ("jax", jaxpuct_search(
+            game, sims, "rollout", 1, "lean", selection=jaxpuct.PUCTConfig.uct()))
     compile_s = {}
     for name, (kind, fn) in fns.items():
         start = time.perf_counter()
