@@ -290,6 +290,16 @@ def test_each_damaged_checkpoint_file_falls_back_or_fails_clearly(tmp_path, trai
           f"{outcomes['same']}, fell back to the previous checkpoint {outcomes['fallback']}, "
           f"--resume-step 2 refused {outcomes['error']}; data lost: none")
     assert outcomes["same"] == 0 and outcomes["fallback"] >= 3
+    # A digest whose file list is not a mapping is refused as such, not met by orbax.
+    shutil.rmtree(run_dir)
+    shutil.copytree(pristine, run_dir)
+    damaged_digest = os.path.join(run_dir, "checkpoints", "2.sha256.json")
+    with open(damaged_digest) as f:
+        recorded = json.load(f)
+    with open(damaged_digest, "w") as f:
+        json.dump(dict(recorded, files=["not", "a", "mapping"]), f)
+    with pytest.raises(az.CheckpointError, match="checkpoint 2: its files cannot be checked"):
+        az.restore_checkpoint(run_dir, trainer.init(), TINY, step=2)
     assert outcomes["error"] == outcomes["fallback"]
 
 

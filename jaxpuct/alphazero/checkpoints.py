@@ -238,8 +238,8 @@ def _read(run_dir: str, step: int, template: Any) -> Any:
         try:
             _check_files(run_dir, step, files)
         except (OSError, AttributeError, TypeError) as err:
-            raise CheckpointError(f"checkpoint {step}: unreadable file list in "
-                                  f"{digest_file} or file: {err}") from err
+            raise CheckpointError(f"checkpoint {step}: its files cannot be checked "
+                                  f"against {digest_file}: {err}") from err
     try:
         state = _restore(_step_dir(run_dir, step), template)
     except Exception as err:  # orbax and tensorstore raise many kinds

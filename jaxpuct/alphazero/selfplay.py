@@ -81,7 +81,7 @@ class SearchFns:
       root_fn: ``(params, key, state) -> RootFnOutput`` with the network.
       recurrent_fn: the search's step function with the network.
       policy: ``"alphazero"``, ``"gumbel"`` or ``"sampled"`` (a pure search is
-        always PUCT).
+        always ``"alphazero"``).
       selection: the PUCT search's rule (``None``: ``alphazero_policy``'s default,
         AlphaZero's); the arena's pure searches take UCT (:meth:`PUCTConfig.uct`).
     """
