@@ -174,9 +174,9 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
             qtransform=CompletedQConfig(value_scale=c.value_scale,
                                         maxvisit_init=c.maxvisit_init),
             max_nodes=c.capacity, graph=c.graph, tree=tree, solver=c.solver)
-    rule = {} if fns.selection is None else {"selection": fns.selection}
     out = alphazero_policy(
-        params, keys, root, fns.recurrent_fn, c.num_simulations, **rule,
+        params, keys, root, fns.recurrent_fn, c.num_simulations,
+        selection=PUCTConfig() if fns.selection is None else fns.selection,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
         temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree,
         solver=c.solver, early_stop=early_stop)
