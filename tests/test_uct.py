@@ -178,3 +178,38 @@ def test_the_arenas_pure_search_selects_by_uct_unless_told_puct():
     assert np.any(played != direct(PUCTConfig())), "the two rules must differ somewhere"
     with pytest.raises(ValueError, match="selection must be 'uct' or 'puct', got 'ucb'"):
         arena.pure_search_agent("tic_tac_toe", 40, "zero", selection="ucb")
+
+
+def test_uct_tries_every_root_move_first_in_graph_and_chance_node_searches():
+    """The rule reaches the other searches of the PUCT family through the same
+    score: a graph search over tic-tac-toe and a chance-node search over a hashed
+    stochastic game (its prior skewed) give one visit to each root move first."""
+    import jaxpuct
+    from jaxpuct.testing import stochastic_games
+
+    game = make_pgx_game("tic_tac_toe")
+    apply = _value_apply
+    states = jax.tree.map(lambda x: x[None], _play(pgx.make("tic_tac_toe"), (0, 1, 2, 4, 3)))
+
+    @jax.jit
+    def graph_search(state):
+        root = make_root_fn(apply, game.environment)(None, jax.random.key(0), state)
+        return alphazero_policy(None, jax.random.key(0), root,
+                                make_recurrent_fn(apply, game.environment), 4,
+                                dirichlet_fraction=0.0, temperature=jnp.zeros(1),
+                                graph=jaxpuct.GraphConfig(), selection=PUCTConfig.uct()
+                                ).search_tree.edge_visits[0, 0]
+
+    np.testing.assert_array_equal(np.asarray(graph_search(states)), [0] * 5 + [1] * 4)
+
+    root, decision_fn, chance_fn = stochastic_games.hashed_game(2, 4, 3, logit_scale=6.0)
+
+    @jax.jit
+    def chance_search(root):
+        return jaxpuct.stochastic_policy(None, jax.random.key(0), root, decision_fn, chance_fn,
+                                         4, dirichlet_fraction=0.0, temperature=0.0,
+                                         selection=PUCTConfig.uct())
+
+    out = chance_search(root)
+    np.testing.assert_array_equal(np.asarray(out.search_tree.edge_visits[:, 0]),
+                                  np.ones((2, 4)))
