@@ -50,7 +50,7 @@ from jaxpuct.selection import PUCTConfig
 __all__ = ["ARENA_GAMES", "Agent", "ArenaMismatchError", "BotSpec", "MatchResult",
            "check_same_position", "ensemble_members", "greedy_search", "make_bot",
            "network_agent", "openspiel_action", "pgx_action", "play_match",
-           "pure_search_agent", "split_run_dirs"]
+           "pure_search_agent", "pure_search_rule", "split_run_dirs"]
 
 ARENA_GAMES: tuple[str, ...] = ("tic_tac_toe", "connect_four", "othello")
 # OpenSpiel's name of each pgx game (the same three names).
@@ -282,6 +282,21 @@ def network_agent(run_dir: str, step: int | None = None,
     return (lambda keys, state: act(params, keys, state)), config.game, description
 
 
+def pure_search_rule(selection: str, uct_c: float = 2.0) -> tuple[PUCTConfig, str]:
+    """A pure search's selection rule and its words for a description:
+    ``"uct"`` gives :meth:`jaxpuct.PUCTConfig.uct` with ``c = uct_c``, ``"puct"``
+    AlphaZero's default rule (which, with a uniform prior, explores too little).
+
+    Raises:
+      ValueError: another ``selection``.
+    """
+    if selection == "uct":
+        return PUCTConfig.uct(uct_c), f"UCT search (c = {uct_c:g}"
+    if selection == "puct":
+        return PUCTConfig(), "PUCT search (uniform prior"
+    raise ValueError(f"selection must be 'uct' or 'puct', got {selection!r}")
+
+
 def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
                       solver: bool = False, selection: str = "uct",
                       uct_c: float = 2.0) -> tuple[Agent, str]:
@@ -309,15 +324,13 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
     _check_game(game)
     if value not in ("zero", "rollouts"):
         raise ValueError(f"value must be 'zero' or 'rollouts', got {value!r}")
-    if selection not in ("uct", "puct"):
-        raise ValueError(f"selection must be 'uct' or 'puct', got {selection!r}")
+    rule, rule_words = pure_search_rule(selection, uct_c)
     pgx_game = make_pgx_game(game)
     # batch_size 1: only the search fields matter here (the buffer is never built).
     config = SelfPlayConfig(game=game, num_simulations=num_simulations, batch_size=1,
                             solver=solver)
-    fns = selfplay.make_search_fns(config, pgx_game.environment, None, pgx_game.num_actions)
-    if selection == "uct":
-        fns = dataclasses.replace(fns, selection=PUCTConfig.uct(uct_c))
+    fns = dataclasses.replace(selfplay.make_search_fns(
+        config, pgx_game.environment, None, pgx_game.num_actions), selection=rule)
     if value == "rollouts":
         # The game's cheapest rules play the rollouts (connect four's test only the
         # lines through the new stone): the same values, bit for bit, faster.
@@ -325,8 +338,7 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
             zero_apply(pgx_game.num_actions), pgx_game.environment, mix=1.0,
             max_steps=MAX_MOVES[game], **rollout_rules(game)))
     act = greedy_search(fns)
-    rule = f"UCT search (c = {uct_c:g}" if selection == "uct" else "PUCT search (uniform prior"
-    description = (f"jaxpuct pure {rule}, {num_simulations} simulations, "
+    description = (f"jaxpuct pure {rule_words}, {num_simulations} simulations, "
                    f"{'one random rollout per leaf' if value == 'rollouts' else 'zero value'}"
                    f"{', MCTS-solver' if solver else ''}), greedy")
     return (lambda keys, state: act(None, keys, state)), description

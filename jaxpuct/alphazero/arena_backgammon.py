@@ -66,7 +66,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpuct.alphazero.arena import ArenaMismatchError, BotSpec, MatchResult, _score, make_bot
+from jaxpuct.alphazero.arena import (
+    ArenaMismatchError,
+    BotSpec,
+    MatchResult,
+    _score,
+    make_bot,
+    pure_search_rule,
+)
 from jaxpuct.envs import pgx_backgammon as bg
 from jaxpuct.stochastic import ChanceBackup
 
@@ -318,9 +325,7 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
     import jaxpuct
-    if selection not in ("uct", "puct"):
-        raise ValueError(f"selection must be 'uct' or 'puct', got {selection!r}")
-    rule = jaxpuct.PUCTConfig.uct(uct_c) if selection == "uct" else jaxpuct.PUCTConfig()
+    rule, rule_words = pure_search_rule(selection, uct_c)
     root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps, rules)
 
     @jax.jit
@@ -335,8 +340,7 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     def agent(keys, state, legal):
         return act(keys[0], state, jnp.asarray(legal))
 
-    kind = f"UCT search (c = {uct_c:g}, " if selection == "uct" else "PUCT search (uniform prior, "
-    description = (f"jaxpuct pure stochastic {kind}{num_simulations} simulations per "
+    description = (f"jaxpuct pure stochastic {rule_words}, {num_simulations} simulations per "
                    f"micro-move, "
                    f"{'one random rollout per node' if value == 'rollouts' else 'zero value'}, "
                    f"chance_backup={chance_backup}, {rules} rules in the tree), greedy")
