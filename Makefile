@@ -8,7 +8,7 @@ LOWEST_VENV := .venv-lowest
 LOWEST_STAMP := $(LOWEST_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: demo test bench lint docs venv clean
-.PHONY: typecheck test-lowest suite
+.PHONY: typecheck test-lowest suite test-all
 
 # uv installs the package and its extras (pip only installs uv itself): it downloads
 # and unpacks in parallel. Into a new venv on this machine: 70 s wall, 22 CPU-s,
@@ -60,7 +60,17 @@ WITH_JEMALLOC := $(if $(JEMALLOC),LD_PRELOAD=$(JEMALLOC))
 
 # After the site: tests/test_docs_site.py opens the built site/.
 suite: $(STAMP) docs
-	$(WITH_JEMALLOC) $(PY) -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	$(WITH_JEMALLOC) $(PY) -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+		-m "$(SUITE_MARKS)"
+
+# Two tiers. `make test` (the README's command, which CI runs) leaves out the tests
+# marked `slow`: whole example runs (train, evaluate, resume, arena), processes killed or
+# signalled at every point of a save, the heavier guide pages and second parameters of
+# checks whose first stays in. Each feature and example keeps a quicker test in the quick
+# tier. `make test-all` runs everything, and is run before each submission (README).
+SUITE_MARKS ?= not slow
+test-all:
+	$(MAKE) --no-print-directory test SUITE_MARKS=
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.compare_mctx

@@ -116,6 +116,7 @@ def test_openspiel_filter_applies_the_dice_rules():
     assert ab.openspiel_filter(first, stops, second) == [(0,)]
 
 
+@pytest.mark.slow
 def test_standard_mask_allows_the_prefixes_of_openspiels_turns():
     """``standard_legal_mask`` (the search's rules, in JAX) against the turns that
     ``openspiel_filter`` keeps of pgx's sequences (checked against OpenSpiel's own
@@ -175,6 +176,7 @@ def test_mismatches_are_caught(monkeypatch):
         ab.play_match(ab.random_agent(0), arena.BotSpec(kind="random"), num_games=2, seed=1)
 
 
+@pytest.mark.slow
 def test_pure_search_agent_moves_within_the_given_mask():
     """The stochastic search over the pgx split picks one of the micro-moves it is
     given (the arena's narrowing to OpenSpiel's turns), not any pgx move."""

@@ -143,6 +143,7 @@ def test_enough_capacity_does_not_warn(recwarn):
     assert not [w for w in recwarn if "max_nodes" in str(w.message)]
 
 
+@pytest.mark.slow
 def test_search_runs_without_warnings_with_x64_enabled():
     """Every dtype is explicit: with ``jax_enable_x64`` no int64 reaches an int32
     array (JAX warns, and a future JAX raises)."""

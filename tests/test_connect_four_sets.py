@@ -52,6 +52,7 @@ def _brute_scores(moves: str) -> np.ndarray:
         for c in range(cs.COLUMNS)])
 
 
+@pytest.mark.slow
 def test_pons_examples(solver):
     # blog.gamesolver.org, "Part 2": "4455" scores 18 (a win with the 4th stone),
     # "44455554221" scores -15 whatever is played.
@@ -170,6 +171,7 @@ def test_checkpoint_steps_of_a_curve():
         checkpoint_steps("100,250", [200, 100])
 
 
+@pytest.mark.slow
 def test_play_settings_search_is_the_perfect_benchmarks_and_its_cli(tmp_path, capsys):
     """``connect_four_play_settings``' ``base`` is the search that
     ``connect_four_perfect`` scores (the same moves on the same positions), its

@@ -261,6 +261,7 @@ _REANALYSE = jax.jit(functools.partial(
     td_steps=TD, discount=tm.GAMMA))
 
 
+@pytest.mark.slow
 def test_reanalyse_with_the_continuous_search_gives_its_samples_and_keeps_the_rest():
     model, params = tiny_model()
     buffer, _, _, layout = setting()

@@ -59,6 +59,7 @@ def test_the_memory_checks_refusal_is_a_ceiling_not_a_crash():
     assert not max_batch.is_out_of_memory(refused.value)
 
 
+@pytest.mark.slow
 def test_each_search_doubles_in_a_process_of_its_own(tmp_path):
     # Two searches, one batch each, in two child processes; their rows come back
     # and are appended to the shared rows file, as device_run.sh reads them.

@@ -52,6 +52,7 @@ def _digests(proc: subprocess.Popen) -> dict[str, str]:
     return json.loads(match.group(1))
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process_with_the_same_devices():
     port = _free_port()
     # All three at once: the reference run overlaps the two-process one.

@@ -21,6 +21,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guide"
 PAGES = sorted(p.name for p in GUIDE.glob("*.md") if p.name != "README.md")
+# The pages that train, run arenas or compile several policies: in the whole suite
+# only (make test-all); the others run in make test too.
+SLOW_PAGES = ("choosing_knobs.md", "coming_from_mctx.md", "reading_a_search.md",
+              "selfplay_loop.md", "your_network.md")
 
 # Packages of the `test` extra that a page may need; without them the page is skipped.
 OPTIONAL = ("mctx", "pgx")
@@ -94,7 +98,8 @@ def test_block_parser():
                                  (10, "", "plain")]
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", [
+    pytest.param(p, marks=[pytest.mark.slow] if p in SLOW_PAGES else []) for p in PAGES])
 def test_page_examples_run(page):
     blocks = runnable_blocks(page)
     assert blocks, f"{page} has no runnable python block"

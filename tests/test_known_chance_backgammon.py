@@ -64,7 +64,7 @@ def _zero_apply(params, obs):
     return jnp.zeros((obs.shape[0], bg.NUM_ACTIONS)), jnp.zeros((obs.shape[0],))
 
 
-@pytest.mark.parametrize("rules", ["standard", "pgx"])
+@pytest.mark.parametrize("rules", [pytest.param("standard", marks=pytest.mark.slow), "pgx"])
 def test_a_zero_network_searches_exactly_as_the_pure_zero_value_search(rules):
     state = _positions(batch=6, plies=30, seed=3)[-1]
     net = bg.make_network_search_fns(_zero_apply, rules)
@@ -135,6 +135,7 @@ def test_bad_arguments_are_refused_by_name():
         bg.make_network_search_fns(_zero_apply, value_scale=0.0)
 
 
+@pytest.mark.slow
 def test_the_example_trains_evaluates_saves_and_its_network_plays_the_arena(tmp_path, capsys):
     from examples import known_chance_backgammon as kcb
 

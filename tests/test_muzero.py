@@ -589,6 +589,7 @@ def chain_episodes():
     return episodes
 
 
+@pytest.mark.slow
 def test_a_model_trained_on_a_chain_fits_its_rewards_and_the_search_plays_optimally():
     model, params = tiny_model()
     buffer = replay.empty_buffer(BUFFER, (OBS_SIZE,), jnp.float32, NUM_ACTIONS)

@@ -140,6 +140,7 @@ def test_pgx_rules_first_imported_inside_a_trace_do_not_leak_tracers():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_the_example_evaluates_at_extra_simulation_counts_on_the_same_games(tmp_path, capsys):
     import json
 
@@ -166,6 +167,7 @@ def test_the_example_evaluates_at_extra_simulation_counts_on_the_same_games(tmp_
     assert "--eval-games must be >= 1, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_resnet_reads_the_flat_board_as_planes_of_exponents():
     """2048 with ``--network-kind resnet`` (both models): the buffer keeps the
     one-hot board flat, the networks read it as ``[4, 4, 18]`` planes, row-major,

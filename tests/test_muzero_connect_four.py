@@ -119,6 +119,7 @@ def test_moves_turn_greedy_after_temperature_moves_plies_of_each_game():
     assert np.any(action[early] != policy.argmax(-1)[early])
 
 
+@pytest.mark.slow
 def test_the_example_evaluates_against_mcts_resumes_bit_for_bit_and_plays_the_arena(
         tmp_path):
     """``examples/muzero.py --game connect_four`` from its flags: one iteration with

@@ -174,6 +174,7 @@ def test_missing_pieces_are_refused_by_name():
     assert MuZeroConfig().network.projection == 0  # no heads, MuZero's parameters only
 
 
+@pytest.mark.slow
 def test_the_example_trains_with_the_term_and_reports_it(tmp_path, capsys):
     from examples import muzero as example
 

@@ -135,6 +135,7 @@ def test_polyak_average_is_the_closed_form():
         MuZeroConfig(ema_decay=1.0)
 
 
+@pytest.mark.slow
 def test_a_scheduled_averaged_run_resumes_to_the_uninterrupted_state(tmp_path):
     """One iteration, then ``resume`` for a second, ends where two uninterrupted
     iterations do: the schedule's step count is in the checkpointed optimiser

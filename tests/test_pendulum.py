@@ -9,6 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxpuct.muzero import replay as replay_lib
 from jaxpuct.testing import pendulum as pend
@@ -86,6 +87,7 @@ def test_stored_targets_bootstrap_at_the_cut_and_one_training_iteration():
     np.testing.assert_array_equal(replay.reward[size:], np.asarray(played.reward).reshape(-1))
 
 
+@pytest.mark.slow
 def test_one_iteration_of_the_learned_model_from_the_muzero_package():
     from examples import pendulum as ex
 

@@ -102,6 +102,7 @@ def _exit_message(argv) -> str:
 
 
 # ------------------------------------------------------------- item 7: extension
+@pytest.mark.slow
 def test_run_can_be_extended_with_cosine_schedule(tmp_path, reference, fast_cli):
     run_dir = str(tmp_path / "run")
     first = cli.main(TINY_ARGS + ["--run-dir", run_dir, "--iterations", "2"])
@@ -254,6 +255,7 @@ def _damage(path: str, how: str) -> None:
 
 # A damaged file is found by its digest before orbax opens it: no orbax reader is
 # left to fail (its coroutines used to report "Exception ignored ... GeneratorExit").
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_each_damaged_checkpoint_file_falls_back_or_fails_clearly(tmp_path, trainer,
                                                                   reference):
@@ -408,9 +410,13 @@ def _subprocess_env(tmp_path_factory) -> dict[str, str]:
 # (kill point, step being saved, newest checkpoint that must restore)
 KILL_POINTS = [("start", 3, 2), ("before_rename", 3, 2), ("before_digest", 3, 2),
                ("digest_replace", 3, 2), ("prune", 3, 3)]
+# One kill point in the quick tier (make test), every point in the whole suite.
+_SLOW_KILL_POINTS = ("start", "before_rename", "before_digest", "digest_replace")
 
 
-@pytest.mark.parametrize("point,step,expected", KILL_POINTS, ids=[p[0] for p in KILL_POINTS])
+@pytest.mark.parametrize("point,step,expected", [
+    pytest.param(*p, id=p[0], marks=[pytest.mark.slow] if p[0] in _SLOW_KILL_POINTS else [])
+    for p in KILL_POINTS])
 def test_sigkill_during_save_then_resume_equals_uninterrupted(point, step, expected, tmp_path,
                                                               trainer, reference,
                                                               tmp_path_factory):
@@ -448,6 +454,7 @@ FSIZE_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")
 def test_size_limited_files_during_save_give_an_error_line(tmp_path, trainer, reference,
                                                            tmp_path_factory):
@@ -847,8 +854,9 @@ SIGNAL_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("point,signum", [("save", signal.SIGINT), ("outside", signal.SIGTERM)],
-                         ids=["sigint_in_save", "sigterm_from_outside"])
+@pytest.mark.parametrize("point,signum", [
+    pytest.param("save", signal.SIGINT, id="sigint_in_save"),
+    pytest.param("outside", signal.SIGTERM, id="sigterm_from_outside", marks=pytest.mark.slow)])
 def test_signal_to_a_process_stops_it_cleanly(point, signum, tmp_path, reference, fast_cli,
                                              tmp_path_factory, monkeypatch):
     """The same through a whole process: SIGINT inside the save of checkpoint 3
@@ -882,6 +890,7 @@ def test_signal_to_a_process_stops_it_cleanly(point, signum, tmp_path, reference
           f"no temporary folder; resumed to 4 equal to the uninterrupted run; data lost: none")
 
 
+@pytest.mark.slow
 def test_arena_agent_with_the_solver_moves_optimally(tmp_path, trainer, reference):
     """``network_agent(solver=True)`` searches with the MCTS-solver whatever the run
     trained with (the run here trained without it). With six stones down (at most

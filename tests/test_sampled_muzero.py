@@ -153,6 +153,7 @@ _REANALYSE = jax.jit(functools.partial(
 _SEARCH = jax.jit(search_fn)
 
 
+@pytest.mark.slow
 def test_reanalyse_with_the_sampled_search_gives_its_weights_and_its_samples():
     _, params = tm.tiny_model()
     buffer, layout = setting()

@@ -223,6 +223,7 @@ def test_same_key_same_result_other_key_other_noise():
                               np.asarray(other.search_tree.root_prior))
 
 
+@pytest.mark.slow
 def test_jit_and_eager_agree():
     """The jitted search against the same call run op by op (``jax.disable_jit``).
 

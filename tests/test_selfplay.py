@@ -161,6 +161,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sharded_search_equals_unsharded():
     env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=4"),
                JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
@@ -249,6 +250,7 @@ def test_sampled_selfplay_stores_the_weights_over_its_samples():
         dataclasses.replace(TINY, policy="sampled", reuse_tree=True)
 
 
+@pytest.mark.slow
 def test_selfplay_with_the_solver_reuse_and_graph_search():
     """solver=True composes with tree reuse and graph search in the training loop:
     the buffer's targets stay distributions over the legal moves, the loss finite,
@@ -260,6 +262,7 @@ def test_selfplay_with_the_solver_reuse_and_graph_search():
     assert ts.games.tree.proof_plies is not None
 
 
+@pytest.mark.slow
 def test_early_stop_saves_simulations_and_leaves_games_and_targets_unchanged():
     """early_stop: past temperature_moves the move and its one-hot target are the
     most visited action, which early stopping keeps, so self-play writes the same
@@ -284,6 +287,7 @@ def test_early_stop_saves_simulations_and_leaves_games_and_targets_unchanged():
         dataclasses.replace(TINY, policy="gumbel", early_stop=True)
 
 
+@pytest.mark.slow
 def test_visit_targets_are_the_visit_distribution_at_every_ply():
     """policy_target=visits: the same search and move as the played target, whose
     weights are the visit distribution at temperature 1 and the most visited action

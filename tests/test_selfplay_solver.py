@@ -47,7 +47,7 @@ def _pure_search(config: az.SelfPlayConfig):
     return jax.jit(run)
 
 
-@pytest.mark.parametrize("policy", ["alphazero", "gumbel"])
+@pytest.mark.parametrize("policy", ["alphazero", pytest.param("gumbel", marks=pytest.mark.slow)])
 def test_selfplay_search_with_the_solver_proves_the_minimax_value(policy):
     """A zero-value search with ``solver=True`` and room for the whole game tree
     proves every root with 4 or 5 stones; the proven root value is the exact

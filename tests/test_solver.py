@@ -175,7 +175,8 @@ def _check_ttt_proofs(tree, positions, previous=None) -> tuple[np.ndarray, np.nd
     return plies, values
 
 
-@pytest.mark.parametrize(("k", "every", "sims"), [(1, 1, 16), (4, 12, 32)])
+@pytest.mark.parametrize(("k", "every", "sims"),
+                         [(1, 1, 16), pytest.param(4, 12, 32, marks=pytest.mark.slow)])
 def test_ttt_proven_values_are_minimax_and_never_flip(k, every, sims):
     """All 4520 positions with one leaf per step (16, 32 and 48 simulations); every
     twelfth with 4 leaves (32, 64, 96). Every node of every tree is checked."""

@@ -56,6 +56,7 @@ def decode(obs):
     return obs.reshape(*obs.shape[:-1], 16, game_2048.NUM_EXPONENTS).argmax(-1)
 
 
+@pytest.mark.slow
 def test_sampled_windows_hold_the_boards_the_environment_produced():
     _, _, ts, model, boards, segment, buffer = setting()
     assert isinstance(model, StochasticMuZeroModel)
@@ -114,7 +115,7 @@ def test_the_loop_train_step_lowers_the_loss_on_a_fixed_batch():
     assert np.all(np.isfinite(losses)) and losses[-1] < 0.9 * losses[0], losses
 
 
-@pytest.mark.parametrize("policy", ["alphazero", "gumbel"])
+@pytest.mark.parametrize("policy", [pytest.param("alphazero", marks=pytest.mark.slow), "gumbel"])
 def test_reanalyse_remakes_the_first_rows_targets_with_the_chance_node_search(policy):
     """The loop's batch with ``--reanalyse-fraction 0.5``, for both searches over
     chance nodes: the same rows and observations as without; the first half's
@@ -210,6 +211,7 @@ def test_the_true_outcome_of_each_transition_is_the_spawn_that_made_the_next_boa
 TRUE_CODES = dataclasses.replace(CONFIG, num_codes=32, chance_codes="true")
 
 
+@pytest.mark.slow
 def test_with_true_codes_the_prior_learns_the_outcome_and_the_encoder_is_unused():
     """``chance_codes='true'``: the code fed to the dynamics is the one-hot of the
     true outcome, the code loss is the prior's cross-entropy to it (NumPy), there is

@@ -73,6 +73,7 @@ def test_without_the_mix_the_buffer_has_its_former_structure():
                                [0.8, -0.65, -0.15])
 
 
+@pytest.mark.slow
 def test_augmented_train_step_sees_mirrored_rows():
     """With symmetry_augment the step trains on rows that are, each, one of the
     game's symmetries of the sampled row (checked through the loss: the mean

@@ -92,7 +92,7 @@ def _play(env, moves):
     return state
 
 
-@pytest.mark.parametrize("c", [2.0, 0.5])
+@pytest.mark.parametrize("c", [2.0, pytest.param(0.5, marks=pytest.mark.slow)])
 def test_uct_visits_equal_openspiels_uct_search(c):
     game = make_pgx_game("tic_tac_toe")
     apply = _value_apply
@@ -146,6 +146,7 @@ def test_uct_ignores_the_prior_and_tries_every_move_first():
     np.testing.assert_array_equal(visits, [0, 0, 0, 0, 0, 1, 1, 1, 1])
 
 
+@pytest.mark.slow
 def test_the_arenas_pure_search_selects_by_uct_unless_told_puct():
     from jaxpuct.alphazero import arena
     from jaxpuct.envs import rollouts
