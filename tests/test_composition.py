@@ -114,8 +114,17 @@ CELLS = [(p, f, m) for p in POLICIES for f in FEATURES for m in MODES
          if (p, f, m) not in NOT_APPLICABLE]
 
 
-@pytest.mark.parametrize("policy, feature, mode", CELLS,
-                         ids=[f"{p}-{f}-{m}" for p, f, m in CELLS])
+def _tier(policy: str, feature: str, mode: str) -> list:
+    """make test runs every tree cell, every refusal and each policy's plain graph
+    search (equal to its tree search); a feature's graph cell is in make test-all only
+    (graph storage with the features has its own quicker tests: test_graph.py,
+    test_reuse.py, test_solver.py, test_multileaf.py)."""
+    searched = (policy, feature, mode) not in REFUSED
+    return [pytest.mark.slow] if mode == "graph" and feature != "plain" and searched else []
+
+
+@pytest.mark.parametrize("policy, feature, mode", [
+    pytest.param(p, f, m, id=f"{p}-{f}-{m}", marks=_tier(p, f, m)) for p, f, m in CELLS])
 def test_policy_with_feature(policy, feature, mode):
     key = jax.random.PRNGKey(7)
     if (policy, feature, mode) in REFUSED:

@@ -130,7 +130,8 @@ def _ttt_apply(params: dict, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
     return flat @ params["w"], jnp.tanh(flat @ params["v"])
 
 
-@pytest.mark.parametrize("policy", ["gumbel", pytest.param("sampled", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["gumbel", "sampled"])
 def test_gumbel_and_sampled_searches_take_an_ensemble_as_their_network(policy):
     pytest.importorskip("pgx")
     import jaxpuct

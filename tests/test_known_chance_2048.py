@@ -14,7 +14,8 @@ from examples import known_chance_2048 as kc
 from jaxpuct.envs import pgx_2048
 
 
-@pytest.mark.parametrize("policy", [pytest.param("alphazero", marks=pytest.mark.slow), "gumbel"])
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["alphazero", "gumbel"])
 def test_the_example_runs_both_root_rules_and_counts_its_steps(policy, capsys, tmp_path):
     run_dir = str(tmp_path / "run")
     last = kc.main(["--policy", policy, "--batch-size", "4", "--segment-length", "8",
