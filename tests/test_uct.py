@@ -8,6 +8,11 @@ order (its shuffle turned off) and the textbook UCT score (its shortcut of scori
 child that ended the game by that result alone, without the exploration term, left
 out). Under those, the two searches choose the same child at every step, so the
 root's visit counts agree exactly.
+
+With the engine's other features (the MCTS-solver, several leaves per step, a
+continued tree, sampled actions) the oracles are the structural tree checks, the
+rule's own promise under a prior that points elsewhere (every move tried once before
+any twice, at every node), and backward induction for the solver's proofs.
 """
 
 import math
@@ -214,3 +219,105 @@ def test_uct_tries_every_root_move_first_in_graph_and_chance_node_searches():
     out = chance_search(root)
     np.testing.assert_array_equal(np.asarray(out.search_tree.edge_visits[:, 0]),
                                   np.ones((2, 4)))
+
+
+# ------------------------------------------------- with the engine's other features
+
+_B, _S = 8, 24
+_SKEW = jnp.array([8.0, 0.0, 0.0])  # a prior PUCT would follow: move 0 at 0.9993
+
+
+def _uct_search(feature: str, selection: PUCTConfig):
+    """``(tree, forest)``: a search of ``_S`` simulations over ``_B`` random games (3
+    moves a turn, 4 turns deep, the prior skewed towards move 0 at every node) with one
+    other feature; ``reuse`` is the tree continued below the first search's move for
+    another ``_S``."""
+    import search_cases as sc
+
+    import jaxpuct
+    from jaxpuct.testing import random_games
+
+    forest, roots, _ = sc.game_forest(range(_B))
+    game_fn = random_games.make_recurrent_fn()
+
+    def recurrent_fn(params, key, action, embedding):
+        out, embedding = game_fn(params, key, action, embedding)
+        return out.replace(prior_logits=out.prior_logits + _SKEW), embedding
+
+    kw: dict = dict(dirichlet_fraction=0.0, selection=selection)
+    if feature == "solver":
+        kw["solver"] = True
+    if feature == "leaves":
+        kw.update(leaves_per_step=2, virtual_loss=jaxpuct.VirtualLoss())
+    if feature == "reuse":
+        kw["max_nodes"] = 2 * _S + 1
+
+    @sc.jit
+    def search(forest, roots):
+        key = jax.random.key(3)
+        root = random_games.root(forest, roots)
+        root = root.replace(prior_logits=root.prior_logits + _SKEW)
+        if feature == "sampled":
+            return jaxpuct.sampled_policy(forest, key, root, recurrent_fn, _S, num_samples=2,
+                                          **kw).search_tree
+        out = alphazero_policy(forest, key, root, recurrent_fn, _S, **kw)
+        if feature != "reuse":
+            return out.search_tree
+        tree, _ = jaxpuct.subtree(out.search_tree, out.action)
+        return alphazero_policy(forest, jax.random.fold_in(key, 1), None, recurrent_fn, _S,
+                                tree=tree, **kw).search_tree
+
+    return search(forest, jnp.asarray(roots)), forest
+
+
+def _nodes_that_skipped_a_move(tree, exclude=None) -> list:
+    """``(b, node)`` of every node whose visits past its own expansion were enough to
+    try each of its legal moves (or sampled slots) once but left one untried."""
+    from jaxpuct import ILLEGAL
+
+    children = np.asarray(tree.children_index)
+    edge_visits = np.asarray(tree.edge_visits)
+    node_visits = np.asarray(tree.node_visits)
+    skipped = []
+    for b in range(children.shape[0]):
+        for n in range(int(tree.num_nodes[b])):
+            legal = children[b, n] != ILLEGAL
+            if exclude is not None and exclude[b, n]:
+                continue
+            if node_visits[b, n] - 1 >= legal.sum() > 0 and np.any(edge_visits[b, n][legal] == 0):
+                skipped.append((b, n))
+    return skipped
+
+
+@pytest.mark.parametrize("feature", [
+    "solver", "leaves", pytest.param("reuse", marks=pytest.mark.slow),
+    pytest.param("sampled", marks=pytest.mark.slow)])
+def test_uct_composes_with_the_solver_several_leaves_a_continued_tree_and_sampled_moves(
+        feature):
+    """UCT is a score, so the engine's other features take it as they take PUCT's:
+    every tree passes the structural checks; under a prior that puts 0.9993 on one
+    move, every node tries each of its moves (sampled slots) before any twice, so a
+    node with more visits than moves has visited all (PUCT's own rule, which follows
+    the prior, fails this on the same searches); the MCTS-solver's proven nodes hold
+    the games' backward-induction values (a proven node is left out of the first
+    check: the solver steers its walks)."""
+    from jaxpuct.testing import check_tree, random_games
+
+    tree, forest = _uct_search(feature, PUCTConfig.uct())
+    # Several leaves, proven nodes and a continued tree each make the root's count
+    # differ from the simulations run (as in test_composition.py).
+    check_tree(tree, _S if feature == "sampled" else None)
+    proven = None
+    if feature == "solver":
+        exact = random_games.game_values(forest)
+        nodes = np.asarray(tree.embeddings)
+        plies = np.asarray(tree.proof_plies)
+        used = np.arange(plies.shape[1])[None, :] < np.asarray(tree.num_nodes)[:, None]
+        proven = used & (plies >= 0)
+        expected = np.where(nodes >= 0, exact[np.maximum(nodes, 0)], 0.0)
+        np.testing.assert_allclose(np.asarray(tree.node_values)[proven], expected[proven],
+                                   atol=1e-5)
+        assert proven.sum() > _B, proven.sum()  # not vacuous: proofs below the roots
+    assert _nodes_that_skipped_a_move(tree, proven) == []
+    puct_tree, _ = _uct_search(feature, PUCTConfig())
+    assert _nodes_that_skipped_a_move(puct_tree) != []
