@@ -64,10 +64,13 @@ suite: $(STAMP) docs
 		-m "$(SUITE_MARKS)"
 
 # Two tiers. `make test` (the README's command, which CI runs) leaves out the tests
-# marked `slow`: whole example runs (train, evaluate, resume, arena), processes killed or
-# signalled at every point of a save, the heavier guide pages and second parameters of
-# checks whose first stays in. Each feature and example keeps a quicker test in the quick
-# tier. `make test-all` runs everything, and is run before each submission (README).
+# marked `slow`: whole example runs (train, evaluate, resume, arena), a process killed or
+# signalled at every point of a save but one, the heavier guide pages, the composition
+# matrix's feature-with-graph cells and second parameters of checks whose first stays in.
+# Every feature keeps a quicker test in the quick tier. Three examples that the suite runs
+# whole (distributed_selfplay, known_chance_2048, known_chance_backgammon) do so only in
+# the slow tier; their search functions and argument checks stay quick.
+# `make test-all` runs everything, and is run before each submission (README).
 SUITE_MARKS ?= not slow
 test-all:
 	$(MAKE) --no-print-directory test SUITE_MARKS=
