@@ -74,6 +74,19 @@ def game_forest(seeds, **kwargs) -> tuple[random_games.RandomGame, np.ndarray, l
     return forest, roots, games
 
 
+def check_game_proofs(tree: jaxpuct.Tree, forest: random_games.RandomGame) -> np.ndarray:
+    """Proven used nodes hold the backward-induction value; returns ``[B, N]`` proven."""
+    exact = random_games.game_values(forest)
+    nodes = np.asarray(tree.embeddings)
+    plies = np.asarray(tree.proof_plies)
+    used = np.arange(plies.shape[1])[None, :] < np.asarray(tree.num_nodes)[:, None]
+    proven = used & (plies >= 0)
+    expected = np.where(nodes >= 0, exact[np.maximum(nodes, 0)], 0.0)
+    np.testing.assert_allclose(np.asarray(tree.node_values)[proven], expected[proven],
+                               atol=1e-5, rtol=0)
+    return proven
+
+
 def forest_bounds(forest: random_games.RandomGame) -> tuple[np.ndarray, np.ndarray]:
     """``[N]`` lower/upper bounds of every return a search can back up into a node.
 

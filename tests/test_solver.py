@@ -248,24 +248,11 @@ def _game_search(forest, roots, *, sims, graph=None, config=_EXACT):
                           solver=config)
 
 
-def _check_game_proofs(tree, forest) -> np.ndarray:
-    """Proven used nodes hold the backward-induction value; returns ``[B, N]`` proven."""
-    exact = random_games.game_values(forest)
-    nodes = np.asarray(tree.embeddings)
-    plies = np.asarray(tree.proof_plies)
-    used = np.arange(plies.shape[1])[None, :] < np.asarray(tree.num_nodes)[:, None]
-    proven = used & (plies >= 0)
-    expected = np.where(nodes >= 0, exact[np.maximum(nodes, 0)], 0.0)
-    np.testing.assert_allclose(np.asarray(tree.node_values)[proven], expected[proven],
-                               atol=1e-5, rtol=0)
-    return proven
-
-
 def test_random_games_dense_rewards_exact_minimax():
     forest, roots, _ = sc.game_forest(range(16), reward_mode="dense", extra_turn_prob=0.3)
     tree = _game_search(forest, jnp.asarray(roots), sims=320)
     checks.check_tree(tree)
-    proven = _check_game_proofs(tree, forest)
+    proven = sc.check_game_proofs(tree, forest)
     assert proven[:, 0].mean() > 0.5, proven[:, 0].mean()
 
 
@@ -273,7 +260,7 @@ def test_graph_search_proves_through_transpositions():
     forest, roots, _ = sc.game_forest(range(16), merge_prob=0.5)
     tree = _game_search(forest, jnp.asarray(roots), sims=160, graph=jaxpuct.GraphConfig(),
                         config=SolverConfig())
-    proven = _check_game_proofs(tree, forest)
+    proven = sc.check_game_proofs(tree, forest)
     assert proven[:, 0].mean() > 0.5, proven[:, 0].mean()
     checks.check_tree(tree)
     # Proven nodes with several parents: proofs shared through transpositions.

@@ -301,7 +301,9 @@ def test_uct_composes_with_the_solver_several_leaves_a_continued_tree_and_sample
     the prior, fails this on the same searches); the MCTS-solver's proven nodes hold
     the games' backward-induction values (a proven node is left out of the first
     check: the solver steers its walks)."""
-    from jaxpuct.testing import check_tree, random_games
+    import search_cases as sc
+
+    from jaxpuct.testing import check_tree
 
     tree, forest = _uct_search(feature, PUCTConfig.uct())
     # Several leaves, proven nodes and a continued tree each make the root's count
@@ -309,14 +311,7 @@ def test_uct_composes_with_the_solver_several_leaves_a_continued_tree_and_sample
     check_tree(tree, _S if feature == "sampled" else None)
     proven = None
     if feature == "solver":
-        exact = random_games.game_values(forest)
-        nodes = np.asarray(tree.embeddings)
-        plies = np.asarray(tree.proof_plies)
-        used = np.arange(plies.shape[1])[None, :] < np.asarray(tree.num_nodes)[:, None]
-        proven = used & (plies >= 0)
-        expected = np.where(nodes >= 0, exact[np.maximum(nodes, 0)], 0.0)
-        np.testing.assert_allclose(np.asarray(tree.node_values)[proven], expected[proven],
-                                   atol=1e-5)
+        proven = sc.check_game_proofs(tree, forest)
         assert proven.sum() > _B, proven.sum()  # not vacuous: proofs below the roots
     assert _nodes_that_skipped_a_move(tree, proven) == []
     puct_tree, _ = _uct_search(feature, PUCTConfig())
