@@ -4,6 +4,7 @@ is exported and documented."""
 from __future__ import annotations
 
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,21 @@ def test_typing_marker_ships_with_the_package():
     assert (root / "py.typed").is_file()
     pyproject = (root.parent / "pyproject.toml").read_text()
     assert '[tool.setuptools.package-data]\njaxpuct = ["py.typed"]' in pyproject
+
+
+def test_every_example_is_named_by_a_test():
+    """Each module of ``examples/`` is imported or run by some test file (quick or
+    slow tier), so no example the README points to can rot unseen. A static check:
+    it reads the tests' text for the module's name after ``examples``."""
+    root = Path(__file__).resolve().parents[1]
+    tests = "\n".join(p.read_text() for p in (root / "tests").glob("test_*.py"))
+    untested = []
+    for path in sorted((root / "examples").glob("*.py")):
+        name = path.stem
+        if name == "__init__":
+            continue
+        named = re.search(rf"examples\.{name}\b|from examples import [\w, ()]*\b{name}\b",
+                          tests)
+        if named is None:
+            untested.append(name)
+    assert untested == [], f"examples no test names: {untested}"
