@@ -119,7 +119,7 @@ def main_continuous(samples: list[int], simulations: list[int], runs: int, seed:
                   f"{r['best_sample']:>12.3f} {r['within']:>9.3f}", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actions", type=int, default=10_000)
     parser.add_argument("--samples", type=int, nargs="+", default=[16, 32, 64])
@@ -133,7 +133,7 @@ def main() -> None:
                         help="the continuous peak problem instead (K in --samples, "
                              "S in --simulations, 64 searches)")
     parser.add_argument("--simulations", type=int, nargs="+", default=[32, 128, 512])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.continuous:
         if args.quick:
             args.samples, args.simulations = [4], [8]

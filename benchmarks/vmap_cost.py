@@ -55,7 +55,7 @@ def measure(groups: int, batch: int, num_simulations: int, num_actions: int,
     return {"flat_s": flat_s, "vmap_s": vmap_s, "ratio": vmap_s / flat_s}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--batch", type=int, default=32)
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=16)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 3 reps")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.groups, args.batch, args.simulations, args.actions, args.reps = 2, 4, 8, 4, 3
     result = measure(args.groups, args.batch, args.simulations, args.actions, args.reps)
