@@ -158,6 +158,7 @@ def _rollout_search(key):
     return jnp.stack(weights)
 
 
+@pytest.mark.slow
 def test_a_rollout_search_is_the_same_with_pgx_rules_and_these():
     theirs, ours, mixed = np.asarray(_rollout_search(jax.random.PRNGKey(1)))
     np.testing.assert_array_equal(ours, theirs)

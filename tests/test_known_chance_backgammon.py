@@ -64,7 +64,8 @@ def _zero_apply(params, obs):
     return jnp.zeros((obs.shape[0], bg.NUM_ACTIONS)), jnp.zeros((obs.shape[0],))
 
 
-@pytest.mark.parametrize("rules", [pytest.param("standard", marks=pytest.mark.slow), "pgx"])
+@pytest.mark.slow
+@pytest.mark.parametrize("rules", ["standard", "pgx"])
 def test_a_zero_network_searches_exactly_as_the_pure_zero_value_search(rules):
     state = _positions(batch=6, plies=30, seed=3)[-1]
     net = bg.make_network_search_fns(_zero_apply, rules)

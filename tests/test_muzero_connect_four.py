@@ -191,6 +191,7 @@ def _drop(stones: np.ndarray, empty: np.ndarray, column: int) -> np.ndarray:
     return out
 
 
+@pytest.mark.slow
 def test_the_tactics_probe_labels_wins_and_replies_as_the_rules_do():
     """``benchmarks.muzero_tactics``' labels against the rules in NumPy: a legal
     move wins at once iff the mover's stones then hold four in a row, and the

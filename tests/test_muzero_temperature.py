@@ -36,6 +36,7 @@ def _games(config, model, params):
                                                         jax.random.key(3)))
 
 
+@pytest.mark.slow
 def test_tic_tac_toe_moves_turn_greedy_after_temperature_moves_and_targets_do_not():
     model, params = _ttt_model(TTT)
     greedy_later = _games(TTT, model, params)

@@ -184,6 +184,7 @@ def test_reanalyse_with_the_sampled_search_gives_its_weights_and_its_samples():
         np.testing.assert_array_equal(new[2:], old[2:])
 
 
+@pytest.mark.slow
 def test_self_play_with_the_sampled_policy_stores_legal_distinct_samples_with_the_move():
     config = MuZeroConfig(policy="sampled", num_samples=3, batch_size=6, num_simulations=6,
                           hidden=(16,), latent_size=8)

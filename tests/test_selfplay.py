@@ -350,6 +350,7 @@ def test_visit_targets_are_the_visit_distribution_at_every_ply():
         dataclasses.replace(TINY, policy_target="visits", early_stop=True)
 
 
+@pytest.mark.slow
 def test_search_symmetry_reaches_the_self_play_search(trainer):
     """``SelfPlayConfig.search_symmetry``. ``average``: the self-play search is
     equivariant, positions and their quarter-turned images giving turned visit counts
