@@ -68,7 +68,6 @@ def main(argv: list[str] | None = None) -> None:
     args.value = args.value or ("rollouts" if args.checkpoint is None else "network")
     if args.checkpoint is None:
         args.selection = args.selection or "uct"  # recorded in --json as searched
-    if args.checkpoint is None:
         agent, description = ab.pure_search_agent(args.simulations, args.value,
                                                   args.chance_backup, rules=args.rules,
                                                   selection=args.selection)

@@ -82,8 +82,8 @@ class SearchFns:
       recurrent_fn: the search's step function with the network.
       policy: ``"alphazero"``, ``"gumbel"`` or ``"sampled"`` (a pure search is
         always ``"alphazero"``).
-      selection: the PUCT search's rule (``None``: ``alphazero_policy``'s default,
-        AlphaZero's); the arena's pure searches take UCT (:meth:`PUCTConfig.uct`).
+      selection: the PUCT search's rule (default: ``alphazero_policy``'s, AlphaZero's);
+        the arena's pure searches take UCT (:meth:`PUCTConfig.uct`).
     """
 
     config: SelfPlayConfig
@@ -91,7 +91,7 @@ class SearchFns:
     root_fn: Callable
     recurrent_fn: Callable
     policy: str = "alphazero"
-    selection: PUCTConfig | None = None
+    selection: PUCTConfig = PUCTConfig()
 
 
 _ROOT_KEY_STREAM = 0x5E7  # fold_in data: any constant other streams do not use
@@ -176,7 +176,7 @@ def search(fns: SearchFns, params: Any, keys: jax.Array, state: Any, *,
             max_nodes=c.capacity, graph=c.graph, tree=tree, solver=c.solver)
     out = alphazero_policy(
         params, keys, root, fns.recurrent_fn, c.num_simulations,
-        selection=PUCTConfig() if fns.selection is None else fns.selection,
+        selection=fns.selection,
         dirichlet_fraction=dirichlet_fraction, dirichlet_alpha=c.dirichlet_alpha,
         temperature=temperature, max_nodes=c.capacity, graph=c.graph, tree=tree,
         solver=c.solver, early_stop=early_stop)
