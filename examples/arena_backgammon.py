@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", choices=("standard", "pgx"), default="standard",
                    help="legal micro-moves inside jaxpuct's tree: the standard dice rule "
                         "(OpenSpiel's) or pgx's looser one; the root's are OpenSpiel's")
+    p.add_argument("--reuse-within-turn", action="store_true",
+                   help="the pure search searches once per OpenSpiel move (--simulations), "
+                        "and continues that tree for the move's second micro-move")
+    p.add_argument("--reuse-simulations", type=int, default=0,
+                   help="with --reuse-within-turn: simulations added to the continued tree "
+                        "(0: its most visited micro-move)")
     p.add_argument("--checkpoint", default=None,
                    help="run directory of examples.known_chance_backgammon: search with "
                         "its network")
@@ -62,15 +68,18 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.games < 2 or args.games % 2:
         sys.exit(f"error: --games must be even and at least 2, got {args.games}")
+    if args.checkpoint is not None and (args.reuse_within_turn or args.reuse_simulations):
+        sys.exit("error: --reuse-within-turn is the pure search's")
     if args.checkpoint is not None and args.value is not None:
         sys.exit("error: --value is the pure search's; with --checkpoint the network "
                  "gives the value")
     args.value = args.value or ("rollouts" if args.checkpoint is None else "network")
     if args.checkpoint is None:
         args.selection = args.selection or "uct"  # recorded in --json as searched
-        agent, description = ab.pure_search_agent(args.simulations, args.value,
-                                                  args.chance_backup, rules=args.rules,
-                                                  selection=args.selection)
+        agent, description = ab.pure_search_agent(
+            args.simulations, args.value, args.chance_backup, rules=args.rules,
+            selection=args.selection, reuse_within_turn=args.reuse_within_turn,
+            reuse_simulations=args.reuse_simulations)
     else:
         if args.selection is not None:
             sys.exit("error: --selection is the pure search's; with --checkpoint the "
@@ -94,6 +103,12 @@ def main(argv: list[str] | None = None) -> None:
           f"{result.agent_searches} searches for {result.agent_moves} OpenSpiel moves, "
           f"{int(result.match.plies.sum())} micro-moves, "
           f"{result.bar_backgammons} backgammons from the bar (OpenSpiel 3, pgx 2)")
+    simulations = agent_simulations(agent, args.simulations, result)
+    print(f"jaxpuct's simulations: {simulations} in all, "
+          f"{simulations / max(result.agent_moves, 1):.1f} per OpenSpiel move it made"
+          + (f" ({agent.searches} searches, {agent.reused} micro-moves from a continued "
+             f"tree, {agent.fallbacks} fresh searches where the continued tree had none)"
+             if isinstance(agent, ab.TurnReusingSearch) else ""))
     if args.json:
         total = result.match.total
         with open(args.json, "w") as f:
@@ -107,8 +122,16 @@ def main(argv: list[str] | None = None) -> None:
                        "bot_seconds": result.match.bot_seconds,
                        "agent_searches": result.agent_searches,
                        "agent_moves": result.agent_moves,
+                       "agent_simulations": simulations,
                        "bar_backgammons": result.bar_backgammons,
                        "game_records": game_records(result)}, f, indent=1)
+
+
+def agent_simulations(agent, simulations: int, result: ab.BackgammonResult) -> int:
+    """Simulations (one rollout or network call each) the agent spent in the match."""
+    if isinstance(agent, ab.TurnReusingSearch):
+        return agent.simulations
+    return simulations * result.agent_searches
 
 
 def game_records(result: ab.BackgammonResult) -> list[dict]:

@@ -217,6 +217,11 @@ def test_cli_arguments():
     with pytest.raises(SystemExit, match="--selection is the pure search's"):
         cli.main(["--checkpoint", "unused", "--selection", "puct"])
     assert cli.build_parser().parse_args(["--selection", "puct"]).selection == "puct"
+    reuse = cli.build_parser().parse_args(["--reuse-within-turn", "--reuse-simulations", "7"])
+    assert (reuse.reuse_within_turn, reuse.reuse_simulations) == (True, 7)
+    assert (defaults.reuse_within_turn, defaults.reuse_simulations) == (False, 0)
+    with pytest.raises(SystemExit, match="--reuse-within-turn is the pure search's"):
+        cli.main(["--checkpoint", "unused", "--reuse-within-turn"])
     with pytest.raises(ValueError, match="selection must be 'uct' or 'puct', got 'ucb1'"):
         ab.pure_search_agent(4, selection="ucb1")
     for games in ("3", "0"):
@@ -226,3 +231,39 @@ def test_cli_arguments():
         cli.build_parser().parse_args(["--value", "network"])
     with pytest.raises(ValueError, match="rules must be one of .*'openspiel'"):
         bg.make_search_fns(rules="openspiel")
+
+
+def test_a_search_per_openspiel_move_continues_its_tree_for_the_second_micro_move():
+    """With ``reuse_within_turn`` the second micro-move of an OpenSpiel move is the most
+    visited legal micro-move of the first search's decision node under (the move
+    played, the within-turn outcome 0), read here from the first tree's own arrays;
+    a call at another OpenSpiel move searches afresh; the simulations spent are
+    counted."""
+    agent, description = ab.pure_search_agent(40, value="zero", rules="pgx",
+                                              reuse_within_turn=True)
+    assert "40 simulations per OpenSpiel move" in description
+    with pytest.raises(ValueError, match="reuse_simulations must be >= 0 and needs"):
+        ab.pure_search_agent(40, reuse_simulations=5)
+    state = bg.init(jax.random.PRNGKey(3), 1)
+    assert int(state._dice[0, 0]) != int(state._dice[0, 1])  # two micro-moves to play
+    legal = np.asarray(state.legal_action_mask)
+    keys = jax.random.split(jax.random.PRNGKey(1), 1)
+    first = int(np.asarray(agent(keys, state, legal, ab.TurnView(0, 1, ())))[0])
+    assert legal[0, first] and (agent.searches, agent.reused, agent.simulations) == (1, 0, 40)
+    tree = agent._last[0][2]
+    after = _STEP(state, jnp.asarray([first]), jnp.asarray([0]))
+    assert int(after.current_player[0]) == int(state.current_player[0])  # still its turn
+    legal2 = np.asarray(after.legal_action_mask)
+    assert legal2[0].sum() > 1
+    # The oracle: walk the first tree by hand (decision edge, then chance outcome 0).
+    children = np.asarray(tree.children_index[0])
+    node = children[children[0, first], 0]
+    assert node > 0
+    visits = np.where(legal2[0], np.asarray(tree.edge_visits[0, node, :ab.NUM_ACTIONS]), -1)
+    assert visits.max() > 0
+    second = agent(keys, after, legal2, ab.TurnView(0, 1, (first,)))
+    assert int(np.asarray(second)[0]) == int(np.argmax(visits))
+    assert (agent.searches, agent.reused, agent.simulations) == (1, 1, 40)
+    # The same micro-moves at another OpenSpiel move: a fresh search, not the stale tree.
+    agent(keys, after, legal2, ab.TurnView(0, 9, (first,)))
+    assert (agent.searches, agent.reused, agent.simulations) == (2, 1, 80)

@@ -80,7 +80,7 @@ from jaxpuct.stochastic import ChanceBackup
 __all__ = ["BackgammonAgent", "BackgammonResult", "OPENSPIEL_PARAMS", "check_legal_sets",
            "load_openspiel_game", "openspiel_action", "openspiel_board", "openspiel_filter",
            "pgx_micro_moves", "pgx_sequences", "play_match", "pure_search_agent",
-           "random_agent"]
+           "random_agent", "TurnReusingSearch", "TurnView"]
 
 NUM_ACTIONS = 156
 NO_OP = 0  # pgx's no-op (any of actions 0-5)
@@ -94,8 +94,28 @@ _STEP = jax.jit(bg.step)  # one compile for every match
 _STANDARD_MASK = jax.jit(bg.standard_legal_mask)
 
 # ``(keys [B], pgx states [B], legal [B, 156] bool) -> actions [B]``: ``legal`` is
-# pgx's mask narrowed to OpenSpiel's legal turns.
-BackgammonAgent = Callable[[jax.Array, Any, np.ndarray], Any]
+# pgx's mask narrowed to OpenSpiel's legal turns. An agent with ``uses_turns = True``
+# (:class:`TurnReusingSearch`) is also given a :class:`TurnView`.
+BackgammonAgent = Callable[..., Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class TurnView:
+    """Where an agent's micro-move sits in the match, for an agent that keeps
+    something between the micro-moves of one OpenSpiel move.
+
+    Attributes:
+      game: the game's index in the match.
+      move: OpenSpiel moves and chance outcomes of that game so far (the length of
+        its history): the same for every micro-move of one OpenSpiel move, and
+        different for every OpenSpiel move.
+      played: the agent's micro-moves already played in this OpenSpiel move, forced
+        ones included.
+    """
+
+    game: int
+    move: int
+    played: tuple[int, ...]
 
 
 def load_openspiel_game() -> Any:
@@ -311,7 +331,8 @@ def random_agent(seed: int = 0) -> BackgammonAgent:
 def pure_search_agent(num_simulations: int, value: str = "rollouts",
                       chance_backup: ChanceBackup = "expectation", max_steps: int = 2000,
                       rules: str = "standard", selection: str = "uct",
-                      uct_c: float = 2.0) -> tuple[BackgammonAgent, str]:
+                      uct_c: float = 2.0, reuse_within_turn: bool = False,
+                      reuse_simulations: int = 0) -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` over pgx backgammon
     (:mod:`jaxpuct.envs.pgx_backgammon`): no network, ``value`` ``"rollouts"``
     (one uniform random rollout per new node, as MCTSBot's evaluator) or
@@ -321,30 +342,108 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     (:meth:`jaxpuct.PUCTConfig.uct` with ``c = uct_c``, MCTSBot's rule; values in
     points, as MCTSBot's) or ``"puct"`` (AlphaZero's rule with a uniform prior).
 
+    ``reuse_within_turn``: search once per OpenSpiel move, as MCTSBot does, instead of
+    once per micro-move. The first micro-move the agent is asked for in an OpenSpiel
+    move gets a search of ``num_simulations``; the next one of the same OpenSpiel
+    move continues the subtree under the micro-move played (AlphaGo Zero's tree
+    reuse, Silver et al. 2017, through the within-turn chance node's one outcome),
+    with ``reuse_simulations`` more simulations, or, with 0, the most visited of its
+    root's micro-moves. So with 0 the agent spends ``num_simulations`` rollouts per
+    OpenSpiel move it searches, as ``MCTSBot(num_simulations)``. A fresh search
+    replaces the reuse where the subtree's root has no visited micro-move (its
+    simulations are counted). Returns a :class:`TurnReusingSearch`.
+
     Returns:
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
     import jaxpuct
+    if reuse_simulations < 0 or (reuse_simulations and not reuse_within_turn):
+        raise ValueError(f"reuse_simulations must be >= 0 and needs reuse_within_turn, got "
+                         f"{reuse_simulations} with reuse_within_turn={reuse_within_turn}")
     rule, rule_words = pure_search_rule(selection, uct_c)
     root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps, rules)
 
-    @jax.jit
-    def act(key, state, legal):
-        root_key, search_key = jax.random.split(key)
-        out = jaxpuct.stochastic_policy(
-            None, search_key, root_fn(state, root_key), decision_fn, chance_fn,
-            num_simulations, invalid_actions=~legal, dirichlet_fraction=0.0,
-            temperature=0.0, chance_backup=chance_backup, selection=rule)
-        return out.action
+    def policy(key, root, legal, simulations, tree):
+        return jaxpuct.stochastic_policy(
+            None, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
+            dirichlet_fraction=0.0, temperature=0.0, chance_backup=chance_backup,
+            selection=rule, tree=tree)
 
-    def agent(keys, state, legal):
-        return act(keys[0], state, jnp.asarray(legal))
+    @jax.jit
+    def search(key, state, legal):
+        root_key, search_key = jax.random.split(key)
+        out = policy(search_key, root_fn(state, root_key), legal, num_simulations, None)
+        return out.action, out.search_tree
 
     description = (f"jaxpuct pure stochastic {rule_words}, {num_simulations} simulations per "
-                   f"micro-move, "
+                   f"{'OpenSpiel move' if reuse_within_turn else 'micro-move'}, "
                    f"{'one random rollout per node' if value == 'rollouts' else 'zero value'}, "
                    f"chance_backup={chance_backup}, {rules} rules in the tree), greedy")
-    return agent, description
+    if not reuse_within_turn:
+        def agent(keys, state, legal):
+            return search(keys[0], state, jnp.asarray(legal))[0]
+        return agent, description
+
+    @jax.jit
+    def reuse(tree, action, key, legal):
+        # Within a turn the afterstate's chance node has the one outcome 0.
+        path = jnp.stack([action, jnp.zeros_like(action)], axis=-1)
+        sub, reused = jaxpuct.subtree_path(tree, path)
+        if reuse_simulations:
+            sub = policy(key, None, legal, reuse_simulations, sub).search_tree
+        counts = sub.edge_visits[:, sub.ROOT_INDEX, :NUM_ACTIONS]
+        counts = jnp.where(legal, counts, -1)
+        return jnp.argmax(counts, axis=-1), reused & (jnp.max(counts, axis=-1) > 0), sub
+
+    description += (f"; the second micro-move of an OpenSpiel move continues the first's "
+                    f"subtree with {reuse_simulations} more simulations")
+    return TurnReusingSearch(search, reuse, num_simulations, reuse_simulations), description
+
+
+class TurnReusingSearch:
+    """A :data:`BackgammonAgent` that searches once per OpenSpiel move and continues
+    that tree for the move's later micro-moves (see :func:`pure_search_agent`'s
+    ``reuse_within_turn``). Keeps, per game, the last search's tree until the game's
+    next call.
+
+    Attributes:
+      simulations: simulations spent so far (fresh searches and continuations).
+      searches: fresh searches so far.
+      reused: micro-moves chosen from a continued tree so far.
+      fallbacks: micro-moves that could have continued a tree but searched afresh
+        (the subtree's root had no visited micro-move).
+    """
+
+    uses_turns = True
+
+    def __init__(self, search: Callable, reuse: Callable, num_simulations: int,
+                 reuse_simulations: int) -> None:
+        self._search, self._reuse = search, reuse
+        self.num_simulations, self.reuse_simulations = num_simulations, reuse_simulations
+        self._last: dict[int, tuple[int, tuple[int, ...], Any]] = {}
+        self.simulations = self.searches = self.reused = self.fallbacks = 0
+
+    def __call__(self, keys: jax.Array, state: Any, legal: np.ndarray,
+                 turn: TurnView) -> jax.Array:
+        """``keys [1]``, ``state`` one pgx state (``B = 1``), ``legal [1, 156]``:
+        ``actions [1]``."""
+        legal = jnp.asarray(legal)
+        last = self._last.pop(turn.game, None)
+        if (last is not None and turn.played and last[0] == turn.move
+                and last[1] == turn.played[:-1]):
+            action, usable, tree = self._reuse(last[2], jnp.asarray(turn.played[-1:]),
+                                               keys[0], legal)
+            if bool(usable[0]):
+                self.reused += 1
+                self.simulations += self.reuse_simulations
+                self._last[turn.game] = (turn.move, turn.played, tree)
+                return action
+            self.fallbacks += 1
+        action, tree = self._search(keys[0], state, legal)
+        self.searches += 1
+        self.simulations += self.num_simulations
+        self._last[turn.game] = (turn.move, turn.played, tree)
+        return action
 
 
 def network_search_agent(apply_fn: Callable, params: Any, num_simulations: int,
@@ -523,7 +622,11 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
             mask[0, options] = True
             key, sub = jax.random.split(key)
             one = jax.tree.map(lambda x, g=g: x[g:g + 1], state)
-            action = int(np.asarray(agent(sub[None], one, mask))[0])
+            if getattr(agent, "uses_turns", False):
+                turn = TurnView(int(g), len(games[g].os.history()), tuple(games[g].played))
+                action = int(np.asarray(agent(sub[None], one, mask, turn))[0])
+            else:
+                action = int(np.asarray(agent(sub[None], one, mask))[0])
             searches += 1
             if not mask[0, action]:
                 raise ArenaMismatchError(f"backgammon game {g}: the agent chose {action}, "
