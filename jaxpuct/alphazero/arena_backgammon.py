@@ -427,19 +427,19 @@ class TurnReusingSearch:
                  turn: TurnView) -> jax.Array:
         """``keys [1]``, ``state`` one pgx state (``B = 1``), ``legal [1, 156]``:
         ``actions [1]``."""
-        legal = jnp.asarray(legal)
+        mask = jnp.asarray(legal)
         last = self._last.pop(turn.game, None)
         if (last is not None and turn.played and last[0] == turn.move
                 and last[1] == turn.played[:-1]):
             action, usable, tree = self._reuse(last[2], jnp.asarray(turn.played[-1:]),
-                                               keys[0], legal)
+                                               keys[0], mask)
             if bool(usable[0]):
                 self.reused += 1
                 self.simulations += self.reuse_simulations
                 self._last[turn.game] = (turn.move, turn.played, tree)
                 return action
             self.fallbacks += 1
-        action, tree = self._search(keys[0], state, legal)
+        action, tree = self._search(keys[0], state, mask)
         self.searches += 1
         self.simulations += self.num_simulations
         self._last[turn.game] = (turn.move, turn.played, tree)
