@@ -189,7 +189,7 @@ def selfplay(steps: int, reps: int, checkpoint: str | None) -> None:
               f"{min(seconds[e]):.3f}; {np.median(seconds[e]):.3f} |", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, nargs="*", default=[32, 128, 512])
     parser.add_argument("--positions", type=int, default=256)
@@ -205,7 +205,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", default=None,
                         help="with --selfplay: a connect-four run directory whose newest "
                              "network plays (default: a fresh network)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.selfplay:
         selfplay(args.selfplay, args.reps, args.checkpoint)
     if args.c4_games:

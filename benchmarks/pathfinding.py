@@ -110,7 +110,7 @@ def episode(plan: Callable, params: pf.Instances, step_limit: int, seed: int
     return done, cost, statistics.median(times)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=50)
     parser.add_argument("--size", type=int, default=5)
@@ -127,7 +127,7 @@ def main() -> None:
                         help="also sampled_gumbel_policy over the same samples (at S only)")
     parser.add_argument("--gumbel-scale", type=float, default=1.0)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.instances, args.simulations, args.samples, args.step_limit = 4, 16, [8], 8
         args.sweep, args.reps = [8, 32], 2

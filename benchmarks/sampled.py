@@ -96,7 +96,7 @@ def measure_factored(batch: int, num_simulations: int, num_samples: int, num_fac
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--simulations", type=int, default=64)
@@ -109,7 +109,7 @@ def main() -> None:
                              "of 10 (default 2 3 4 5 6: A = 10^2 .. 10^6)")
     parser.add_argument("--max-full", type=int, default=10_000)
     parser.add_argument("--max-discrete", type=int, default=100_000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.batch, args.simulations, args.actions, args.reps = 4, 8, [20, 40], 1
     print(f"B={args.batch} S={args.simulations} K={args.samples} on "

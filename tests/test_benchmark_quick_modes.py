@@ -1,6 +1,6 @@
-"""The benchmarks' own smoke modes (``--quick``), and two others at their smallest
+"""The benchmarks' own smoke modes (``--quick``), and others at their smallest
 sizes, run as a user runs them, so that the commands the docs give do not rot. Slow
-tier: 3-20 s of CPU apiece. What each must print is the line its figure comes from."""
+tier: 3-30 s of CPU apiece. What each must print is the line its figure comes from."""
 
 import importlib
 
@@ -18,13 +18,26 @@ CASES = {
     "compile_time": (["--policies", "jaxpuct/puct", "--repeats", "1", "--warm", "0",
                       "--batch", "2", "--simulations", "2", "--cores", "0"],
                      "| jaxpuct/puct | 1 |"),
+    # Sampled search over the joint actions of several agents (docs/sampled_search.md).
+    "pathfinding": (["--instances", "2", "--simulations", "8", "--samples", "4", "--reps",
+                     "1", "--sweep"], "factored K=4     8"),
+    "sampled": (["--quick"], "sampled K=16"),
+    # Early stopping on the tic-tac-toe oracle (docs/analysis.md).
+    "early_stop": (["--sims", "8", "--positions", "8", "--single", "2", "--reps", "1"],
+                   "| 8 | yes |"),
+    # Several leaves per step against each other in the arena (docs/benchmarks.md).
+    "arena_leaves": (["--games", "tic_tac_toe", "--values", "zero", "--ks", "1,4", "--sims",
+                      "16", "--matches", "2"], "| tic_tac_toe | zero | 4 | 16 |"),
+    # Where a B = 1 simulation's time goes (docs/benchmarks.md, B = 1 section).
+    "single_profile": (["--sims", "8", "--reps", "1", "--repeats", "1", "--games",
+                        "tic_tac_toe"], "| whole simulation, rollout |"),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_quick_mode_runs_and_reports(name, capsys):
-    if name == "single_search":
+    if name in ("single_search", "arena_leaves"):
         pytest.importorskip("pyspiel")
     argv, line = CASES[name]
     module = importlib.import_module(f"benchmarks.{name}")
