@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="legal micro-moves inside jaxpuct's tree: the standard dice rule "
                         "(OpenSpiel's) or pgx's looser one; the root's are OpenSpiel's")
     p.add_argument("--reuse-within-turn", action="store_true",
-                   help="the pure search searches once per OpenSpiel move (--simulations), "
-                        "and continues that tree for the move's second micro-move")
+                   help="search once per OpenSpiel move (--simulations), and continue that "
+                        "tree for the move's second micro-move")
     p.add_argument("--reuse-simulations", type=int, default=0,
                    help="with --reuse-within-turn: simulations added to the continued tree "
                         "(0: its most visited micro-move)")
@@ -68,8 +68,6 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.games < 2 or args.games % 2:
         sys.exit(f"error: --games must be even and at least 2, got {args.games}")
-    if args.checkpoint is not None and (args.reuse_within_turn or args.reuse_simulations):
-        sys.exit("error: --reuse-within-turn is the pure search's")
     if args.checkpoint is not None and args.value is not None:
         sys.exit("error: --value is the pure search's; with --checkpoint the network "
                  "gives the value")
@@ -90,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         config, graphdef, params = kcb.load_params(args.checkpoint)
         agent, description = ab.network_search_agent(
             kcb.make_apply(graphdef), params, args.simulations, args.rules,
-            config.value_scale, name=f"the network of {args.checkpoint}")
+            config.value_scale, name=f"the network of {args.checkpoint}",
+            reuse_within_turn=args.reuse_within_turn,
+            reuse_simulations=args.reuse_simulations)
     bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
                         uct_c=args.uct_c, solve=args.solve)
     print(f"{description}\nagainst {bot.describe()}, {args.games} games", flush=True)

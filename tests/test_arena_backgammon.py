@@ -220,8 +220,8 @@ def test_cli_arguments():
     reuse = cli.build_parser().parse_args(["--reuse-within-turn", "--reuse-simulations", "7"])
     assert (reuse.reuse_within_turn, reuse.reuse_simulations) == (True, 7)
     assert (defaults.reuse_within_turn, defaults.reuse_simulations) == (False, 0)
-    with pytest.raises(SystemExit, match="--reuse-within-turn is the pure search's"):
-        cli.main(["--checkpoint", "unused", "--reuse-within-turn"])
+    with pytest.raises(ValueError, match="reuse_simulations must be >= 0 and needs"):
+        cli.main(["--reuse-simulations", "5"])
     with pytest.raises(ValueError, match="selection must be 'uct' or 'puct', got 'ucb1'"):
         ab.pure_search_agent(4, selection="ucb1")
     for games in ("3", "0"):
@@ -233,23 +233,18 @@ def test_cli_arguments():
         bg.make_search_fns(rules="openspiel")
 
 
-def test_a_search_per_openspiel_move_continues_its_tree_for_the_second_micro_move():
-    """With ``reuse_within_turn`` the second micro-move of an OpenSpiel move is the most
-    visited legal micro-move of the first search's decision node under (the move
-    played, the within-turn outcome 0), read here from the first tree's own arrays;
-    a call at another OpenSpiel move searches afresh; the simulations spent are
-    counted."""
-    agent, description = ab.pure_search_agent(40, value="zero", rules="pgx",
-                                              reuse_within_turn=True)
-    assert "40 simulations per OpenSpiel move" in description
-    with pytest.raises(ValueError, match="reuse_simulations must be >= 0 and needs"):
-        ab.pure_search_agent(40, reuse_simulations=5)
+def _check_turn_reuse(agent, simulations: int) -> None:
+    """The second micro-move of an OpenSpiel move is the most visited legal micro-move
+    of the first search's decision node under (the move played, the within-turn
+    outcome 0), read here from the first tree's own arrays; a call at another
+    OpenSpiel move searches afresh; the simulations spent are counted."""
     state = bg.init(jax.random.PRNGKey(3), 1)
     assert int(state._dice[0, 0]) != int(state._dice[0, 1])  # two micro-moves to play
     legal = np.asarray(state.legal_action_mask)
     keys = jax.random.split(jax.random.PRNGKey(1), 1)
     first = int(np.asarray(agent(keys, state, legal, ab.TurnView(0, 1, ())))[0])
-    assert legal[0, first] and (agent.searches, agent.reused, agent.simulations) == (1, 0, 40)
+    assert legal[0, first]
+    assert (agent.searches, agent.reused, agent.simulations) == (1, 0, simulations)
     tree = agent._last[0][2]
     after = _STEP(state, jnp.asarray([first]), jnp.asarray([0]))
     assert int(after.current_player[0]) == int(state.current_player[0])  # still its turn
@@ -263,7 +258,31 @@ def test_a_search_per_openspiel_move_continues_its_tree_for_the_second_micro_mov
     assert visits.max() > 0
     second = agent(keys, after, legal2, ab.TurnView(0, 1, (first,)))
     assert int(np.asarray(second)[0]) == int(np.argmax(visits))
-    assert (agent.searches, agent.reused, agent.simulations) == (1, 1, 40)
+    assert (agent.searches, agent.reused, agent.simulations) == (1, 1, simulations)
     # The same micro-moves at another OpenSpiel move: a fresh search, not the stale tree.
     agent(keys, after, legal2, ab.TurnView(0, 9, (first,)))
-    assert (agent.searches, agent.reused, agent.simulations) == (2, 1, 80)
+    assert (agent.searches, agent.reused, agent.simulations) == (2, 1, 2 * simulations)
+
+
+def test_a_search_per_openspiel_move_continues_its_tree_for_the_second_micro_move():
+    """The pure search with ``reuse_within_turn`` (see :func:`_check_turn_reuse`)."""
+    agent, description = ab.pure_search_agent(40, value="zero", rules="pgx",
+                                              reuse_within_turn=True)
+    assert "40 simulations per OpenSpiel move" in description
+    with pytest.raises(ValueError, match="reuse_simulations must be >= 0 and needs"):
+        ab.pure_search_agent(40, reuse_simulations=5)
+    _check_turn_reuse(agent, 40)
+
+
+@pytest.mark.slow
+def test_the_network_search_continues_its_tree_within_a_turn_too():
+    """The same with a (untrained) network's prior and value: the search's tree is
+    continued as the pure search's is."""
+    from flax import nnx
+
+    from examples import known_chance_backgammon as kcb
+    graphdef, params = nnx.split(kcb.make_network(kcb.Config(), nnx.Rngs(0)))
+    agent, description = ab.network_search_agent(kcb.make_apply(graphdef), params, 40,
+                                                 rules="pgx", reuse_within_turn=True)
+    assert "40 simulations per OpenSpiel move" in description
+    _check_turn_reuse(agent, 40)

@@ -57,6 +57,7 @@ OpenSpiel's points.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -357,47 +358,72 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
     import jaxpuct
-    if reuse_simulations < 0 or (reuse_simulations and not reuse_within_turn):
-        raise ValueError(f"reuse_simulations must be >= 0 and needs reuse_within_turn, got "
-                         f"{reuse_simulations} with reuse_within_turn={reuse_within_turn}")
+    _check_reuse(reuse_within_turn, reuse_simulations)
     rule, rule_words = pure_search_rule(selection, uct_c)
     root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps, rules)
 
-    def policy(key, root, legal, simulations, tree):
+    def policy(params, key, root, legal, simulations, tree):
+        del params
         return jaxpuct.stochastic_policy(
             None, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
             dirichlet_fraction=0.0, temperature=0.0, chance_backup=chance_backup,
             selection=rule, tree=tree)
 
-    @jax.jit
-    def search(key, state, legal):
-        root_key, search_key = jax.random.split(key)
-        out = policy(search_key, root_fn(state, root_key), legal, num_simulations, None)
-        return out.action, out.search_tree
-
     description = (f"jaxpuct pure stochastic {rule_words}, {num_simulations} simulations per "
                    f"{'OpenSpiel move' if reuse_within_turn else 'micro-move'}, "
                    f"{'one random rollout per node' if value == 'rollouts' else 'zero value'}, "
                    f"chance_backup={chance_backup}, {rules} rules in the tree), greedy")
+    agent = _search_agent(policy, lambda params, key, state: root_fn(state, key), None,
+                          num_simulations, reuse_within_turn, reuse_simulations)
+    return agent, description + _reuse_words(reuse_within_turn, reuse_simulations)
+
+
+def _check_reuse(reuse_within_turn: bool, reuse_simulations: int) -> None:
+    if reuse_simulations < 0 or (reuse_simulations and not reuse_within_turn):
+        raise ValueError(f"reuse_simulations must be >= 0 and needs reuse_within_turn, got "
+                         f"{reuse_simulations} with reuse_within_turn={reuse_within_turn}")
+
+
+def _reuse_words(reuse_within_turn: bool, reuse_simulations: int) -> str:
     if not reuse_within_turn:
-        def agent(keys, state, legal):
-            return search(keys[0], state, jnp.asarray(legal))[0]
-        return agent, description
+        return ""
+    return (f"; the second micro-move of an OpenSpiel move continues the first's subtree "
+            f"with {reuse_simulations} more simulations")
+
+
+def _search_agent(policy: Callable, root_of: Callable, params: Any, num_simulations: int,
+                  reuse_within_turn: bool, reuse_simulations: int) -> BackgammonAgent:
+    """A greedy search agent: ``policy(params, key, root, legal [1, 156], simulations,
+    tree) -> PolicyOutput`` over ``root_of(params, key, state)``; with
+    ``reuse_within_turn`` a :class:`TurnReusingSearch` (see :func:`pure_search_agent`).
+    ``params`` are the jitted functions' argument, not constants baked into them."""
+    import jaxpuct
 
     @jax.jit
-    def reuse(tree, action, key, legal):
+    def search(params, key, state, legal):
+        root_key, search_key = jax.random.split(key)
+        out = policy(params, search_key, root_of(params, root_key, state), legal,
+                     num_simulations, None)
+        return out.action, out.search_tree
+
+    if not reuse_within_turn:
+        def agent(keys, state, legal):
+            return search(params, keys[0], state, jnp.asarray(legal))[0]
+        return agent
+
+    @jax.jit
+    def reuse(params, tree, action, key, legal):
         # Within a turn the afterstate's chance node has the one outcome 0.
         path = jnp.stack([action, jnp.zeros_like(action)], axis=-1)
         sub, reused = jaxpuct.subtree_path(tree, path)
         if reuse_simulations:
-            sub = policy(key, None, legal, reuse_simulations, sub).search_tree
+            sub = policy(params, key, None, legal, reuse_simulations, sub).search_tree
         counts = sub.edge_visits[:, sub.ROOT_INDEX, :NUM_ACTIONS]
         counts = jnp.where(legal, counts, -1)
         return jnp.argmax(counts, axis=-1), reused & (jnp.max(counts, axis=-1) > 0), sub
 
-    description += (f"; the second micro-move of an OpenSpiel move continues the first's "
-                    f"subtree with {reuse_simulations} more simulations")
-    return TurnReusingSearch(search, reuse, num_simulations, reuse_simulations), description
+    return TurnReusingSearch(functools.partial(search, params), functools.partial(reuse, params),
+                             num_simulations, reuse_simulations)
 
 
 class TurnReusingSearch:
@@ -448,36 +474,35 @@ class TurnReusingSearch:
 
 def network_search_agent(apply_fn: Callable, params: Any, num_simulations: int,
                          rules: str = "standard", value_scale: float = 3.0,
-                         name: str = "a policy-value network") -> tuple[BackgammonAgent, str]:
+                         name: str = "a policy-value network", reuse_within_turn: bool = False,
+                         reuse_simulations: int = 0) -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` with a network's priors and values
     (:func:`jaxpuct.envs.pgx_backgammon.make_network_search_fns`: ``apply_fn(params,
     obs [B, 34]) -> (logits [B, 156], value [B] in [-1, 1])``, ``value_scale``
     points per unit of value), the expectation backup at chance nodes, no root
     noise, the most visited micro-move; the root's legal micro-moves are the
-    arena's (OpenSpiel's).
+    arena's (OpenSpiel's). ``reuse_within_turn``, ``reuse_simulations``: as for
+    :func:`pure_search_agent`.
 
     Returns:
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
     import jaxpuct
+    _check_reuse(reuse_within_turn, reuse_simulations)
     root_fn, decision_fn, chance_fn = bg.make_network_search_fns(apply_fn, rules, value_scale)
 
-    @jax.jit
-    def act(params, key, state, legal):
-        root_key, search_key = jax.random.split(key)
-        out = jaxpuct.stochastic_policy(
-            params, search_key, root_fn(params, root_key, state), decision_fn, chance_fn,
-            num_simulations, invalid_actions=~legal, dirichlet_fraction=0.0,
-            temperature=0.0, chance_backup="expectation")
-        return out.action
+    def policy(params, key, root, legal, simulations, tree):
+        return jaxpuct.stochastic_policy(
+            params, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
+            dirichlet_fraction=0.0, temperature=0.0, chance_backup="expectation", tree=tree)
 
-    def agent(keys, state, legal):
-        return act(params, keys[0], state, jnp.asarray(legal))
-
+    agent = _search_agent(policy, root_fn, params, num_simulations, reuse_within_turn,
+                          reuse_simulations)
     description = (f"jaxpuct stochastic PUCT search with {name} ({num_simulations} "
-                   f"simulations per micro-move, network prior and value, "
+                   f"simulations per {'OpenSpiel move' if reuse_within_turn else 'micro-move'}, "
+                   f"network prior and value, "
                    f"chance_backup=expectation, {rules} rules in the tree), greedy")
-    return agent, description
+    return agent, description + _reuse_words(reuse_within_turn, reuse_simulations)
 
 
 # ------------------------------------------------------------------ matches
