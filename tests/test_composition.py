@@ -50,7 +50,7 @@ NOT_APPLICABLE = {(p, f, m) for p in ("gumbel", "stochastic_gumbel") for m in MO
 NOT_APPLICABLE |= {("stochastic_gumbel", "leaves", m) for m in MODES}
 STOCHASTIC = ("stochastic", "stochastic_gumbel")
 
-_FOREST, _ROOTS, _GAMES = sc.game_forest(range(B))
+_FOREST, _ROOTS, _ = sc.game_forest(range(B))
 _GAME_RF = random_games.make_recurrent_fn(with_hash=True)
 _STOCH_ROOT, _DECISION, _CHANCE = stochastic_games.hashed_game(B, 3, 2, with_hash=True)
 
@@ -151,7 +151,9 @@ def test_policy_with_feature(policy, feature, mode):
             np.testing.assert_allclose(weights[b].sum(), 1.0, rtol=1e-5)
             assert np.all(weights[b][~legal[b]] == 0)
     if feature == "solver" and policy not in STOCHASTIC:
-        _check_proofs(tree)  # chance nodes: the expectimax oracle in test_stochastic
+        # Every proof against backward induction (chance nodes: the expectimax
+        # oracle in test_stochastic).
+        assert sc.check_game_proofs(tree, _FOREST).any()
     if feature == "lcb":
         assert tree.node_sq_values is not None
     if feature == "tree_bounds":
@@ -199,18 +201,6 @@ def _check_early_stop(tree, plain, num_actions: int) -> None:
     saved = np.asarray(tree.summary().simulations_saved)
     np.testing.assert_array_equal(saved, np.where(legal.any(-1), S - visits.sum(-1), 0))
     assert np.all(visits <= plain_visits)
-
-
-def _check_proofs(tree) -> None:
-    """Every proven node holds the game's exact value (backward induction)."""
-    plies = np.asarray(tree.proof_plies)
-    values = np.asarray(tree.node_values)
-    ids = np.asarray(tree.embeddings)
-    for b, game in enumerate(_GAMES):
-        exact = random_games.game_values(game)
-        for n in range(int(tree.num_nodes[b])):
-            if plies[b, n] >= 0:
-                np.testing.assert_allclose(values[b, n], exact[ids[b, n] - _ROOTS[b]], atol=1e-5)
 
 
 def test_continued_tree_refuses_another_kind_or_capacity():
