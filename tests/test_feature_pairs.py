@@ -3,10 +3,10 @@
 ``tests/test_composition.py`` crosses each policy with one feature at a time; here
 each policy's features are crossed with each other: graph search, tree reuse,
 several leaves per step, the MCTS-solver, the LCB move and early stopping, as far as
-the policy takes them (Gumbel: no several leaves nor early stopping; sampled actions:
-no graph nor solver; those refusals are the composition matrix's). ``B = 2``, ``S =
-32``, under ``jit``; random games for the policies without chance nodes (no
-transpositions), a hashed stochastic game (ids never repeat) for ``stochastic_policy``.
+the policy takes them (Gumbel roots: no several leaves nor early stopping; sampled
+actions: no graph nor solver; those refusals are the composition matrix's). ``B =
+2``, ``S = 32``, under ``jit``; random games for the policies without chance nodes
+(no transpositions), a hashed stochastic game (ids never repeat) for the two with.
 
 Oracles: the tree's invariants (:func:`jaxpuct.testing.check_tree`); the move legal
 and the target a distribution over the legal moves; every proof against backward
@@ -37,16 +37,18 @@ POLICY_FEATURES = {
     "alphazero": ("graph", "reuse", "leaves", "solver", "lcb", "early_stop"),
     "gumbel": ("graph", "reuse", "solver", "lcb"),
     "stochastic": ("graph", "reuse", "leaves", "solver", "lcb", "early_stop"),
+    "stochastic_gumbel": ("graph", "reuse", "solver", "lcb"),
     "sampled": ("reuse", "leaves", "lcb", "early_stop"),
 }
 # Games whose first two plies end nothing, so a continued root still has moves.
 _FOREST, _ROOTS, _ = sc.game_forest((1, 8))
 _RF = random_games.make_recurrent_fn(with_hash=True)
 _STOCH_ROOT, _DECISION, _CHANCE = stochastic_games.hashed_game(B, 3, 2, with_hash=True)
+_CHANCE_POLICIES = ("stochastic", "stochastic_gumbel")
 
 
 def _keywords(policy: str, features: frozenset) -> dict:
-    kw: dict = {} if policy == "gumbel" else {"dirichlet_fraction": 0.0}
+    kw: dict = {} if "gumbel" in policy else {"dirichlet_fraction": 0.0}
     if "graph" in features:
         kw["graph"] = jaxpuct.GraphConfig()
     if "leaves" in features:
@@ -61,9 +63,11 @@ def _keywords(policy: str, features: frozenset) -> dict:
 
 
 def _call(policy: str, key, kw: dict, tree=None):
-    if policy == "stochastic":
-        return jaxpuct.stochastic_policy(None, key, None if tree is not None else _STOCH_ROOT,
-                                         _DECISION, _CHANCE, S, tree=tree, **kw)
+    if policy in _CHANCE_POLICIES:
+        fn = (jaxpuct.stochastic_policy if policy == "stochastic"
+              else jaxpuct.stochastic_gumbel_policy)
+        return fn(None, key, None if tree is not None else _STOCH_ROOT, _DECISION, _CHANCE, S,
+                  tree=tree, **kw)
     root = None if tree is not None else random_games.root(_FOREST, jnp.asarray(_ROOTS),
                                                           with_hash=True)
     fn = {"alphazero": jaxpuct.alphazero_policy, "gumbel": jaxpuct.gumbel_policy,
@@ -76,7 +80,7 @@ def _path(policy: str, out) -> jax.Array:
     at: the move (a sampled search's slot), then, over chance nodes, the outcome 0."""
     if policy == "sampled":
         return out.action_slot[:, None]
-    if policy == "stochastic":
+    if policy in _CHANCE_POLICIES:
         return jnp.stack([out.action, jnp.zeros_like(out.action)], axis=1)
     return out.action[:, None]
 
@@ -130,7 +134,8 @@ def test_features_together(policy, features):
         assert legal[b, action[b]], (b, action[b])
         np.testing.assert_allclose(weights[b].sum(), 1.0, rtol=1e-5)
         assert np.all(weights[b][~legal[b]] == 0)
-    if "solver" in features and policy != "stochastic":  # (no terminal in the stochastic game)
+    if "solver" in features and policy not in _CHANCE_POLICIES:  # (the stochastic game
+        # has no terminal; proofs through chance nodes: tests/test_stochastic.py)
         proven = [sc.check_game_proofs(s.search_tree, _FOREST) for s in (first, out)]
         assert any(p.any() for p in proven)
     if "lcb" in features:
