@@ -81,7 +81,7 @@ from jaxpuct.stochastic import ChanceBackup
 __all__ = ["BackgammonAgent", "BackgammonResult", "OPENSPIEL_PARAMS", "check_legal_sets",
            "load_openspiel_game", "openspiel_action", "openspiel_board", "openspiel_filter",
            "pgx_micro_moves", "pgx_sequences", "play_match", "pure_search_agent",
-           "random_agent", "TurnReusingSearch", "TurnView"]
+           "random_agent", "network_search_agent", "TurnReusingSearch", "TurnView"]
 
 NUM_ACTIONS = 156
 NO_OP = 0  # pgx's no-op (any of actions 0-5)
