@@ -80,13 +80,13 @@ def numpy_init(seed: int):
     return graphdef, jax.tree_util.tree_map_with_path(draw, abstract)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--commitment", type=float, nargs="+", default=[0.0, 0.01, 0.1])
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--steps", type=int, nargs="+", default=[200, 600])
     parser.add_argument("--learning-rate", type=float, default=1e-2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     batch = mdp_batch()
     eye = jnp.eye(OBS_SIZE)
     print("beta\tseed\tsteps\tcodes differ\tprior on (s1's code, s2's code)")

@@ -133,7 +133,7 @@ def ttt_quality(quick: bool, budgets: list[int], ks: list[int]) -> None:
                   flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--ks", default="1,4,16,64")
@@ -143,7 +143,7 @@ def main() -> None:
                         help="batches of the network-alone timing")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}")
     ks = [int(k) for k in args.ks.split(",")]
     if not args.skip_speed:

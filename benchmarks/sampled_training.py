@@ -52,10 +52,10 @@ def train(simulations: int, samples: int, lr: float, steps: int, seed: int) -> n
     return np.asarray(run())
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print("| S | K | lr | steps | final mean per row | final std per row |")
     print("|---|---|---|---|---|---|")
     for simulations, samples, lr, steps in [(8, 4, 0.1, 60), (8, 4, 0.1, 200),

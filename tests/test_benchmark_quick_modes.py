@@ -31,6 +31,17 @@ CASES = {
     # Where a B = 1 simulation's time goes (docs/benchmarks.md, B = 1 section).
     "single_profile": (["--sims", "8", "--reps", "1", "--repeats", "1", "--games",
                         "tic_tac_toe"], "| whole simulation, rollout |"),
+    # Stochastic MuZero's chance codes on the two-outcome MDP (docs/muzero.md).
+    "code_collapse": (["--seeds", "1", "--steps", "5", "--commitment", "0.0"],
+                      "0.0\t0\t5\t"),
+    # The learned model's k-step errors on held-out games (docs/muzero.md).
+    "muzero_model_quality": (["--iterations", "1", "--seeds", "0", "--fractions", "0",
+                              "--held-out", "4"], "| 0 | 0.0 | 5 |"),
+    # A Gaussian policy on its own sampled search's target (docs/sampled_search.md).
+    "sampled_training": ([], "| 8 | 4 | 0.1 | 200 |"),
+    # Several leaves per step: decision quality per network call (docs/analysis.md);
+    # its speed part took 101 s at --quick, so it is left out here.
+    "multileaf": (["--quick", "--skip-speed"], "S =  256 K =  4"),
 }
 
 

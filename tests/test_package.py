@@ -133,3 +133,23 @@ def test_every_example_is_named_by_a_test():
         if named is None:
             untested.append(name)
     assert untested == [], f"examples no test names: {untested}"
+
+
+def test_every_benchmark_is_named_by_a_test():
+    """The same for ``benchmarks/``: each module is imported by a test file or run by
+    ``tests/test_benchmark_quick_modes.py`` (a key of its ``CASES``); ``timing`` is
+    the other benchmarks' helper, run through them."""
+    root = Path(__file__).resolve().parents[1]
+    tests = "\n".join(p.read_text() for p in (root / "tests").glob("test_*.py"))
+    runs = (root / "tests" / "test_benchmark_quick_modes.py").read_text()
+    untested = []
+    for path in sorted((root / "benchmarks").glob("*.py")):
+        name = path.stem
+        if name in ("__init__", "timing"):
+            continue
+        named = (re.search(rf"benchmarks\.{name}\b|from benchmarks import [\w, ()]*\b{name}\b",
+                           tests)
+                 or re.search(rf'^    "{name}": \(', runs, re.MULTILINE))
+        if named is None:
+            untested.append(name)
+    assert untested == [], f"benchmarks no test names: {untested}"
