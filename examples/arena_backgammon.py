@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse-simulations", type=int, default=0,
                    help="with --reuse-within-turn: simulations added to the continued tree "
                         "(0: its most visited micro-move)")
+    p.add_argument("--solver", action="store_true",
+                   help="the pure search runs the MCTS-solver alongside (as MCTSBot's solve)")
     p.add_argument("--checkpoint", default=None,
                    help="run directory of examples.known_chance_backgammon: search with "
                         "its network")
@@ -77,8 +79,10 @@ def main(argv: list[str] | None = None) -> None:
         agent, description = ab.pure_search_agent(
             args.simulations, args.value, args.chance_backup, rules=args.rules,
             selection=args.selection, reuse_within_turn=args.reuse_within_turn,
-            reuse_simulations=args.reuse_simulations)
+            reuse_simulations=args.reuse_simulations, solver=args.solver)
     else:
+        if args.solver:
+            sys.exit("error: --solver is the pure search's")
         if args.selection is not None:
             sys.exit("error: --selection is the pure search's; with --checkpoint the "
                      "network's prior is searched with PUCT")

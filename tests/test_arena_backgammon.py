@@ -222,6 +222,11 @@ def test_cli_arguments():
     assert (defaults.reuse_within_turn, defaults.reuse_simulations) == (False, 0)
     with pytest.raises(ValueError, match="reuse_simulations must be >= 0 and needs"):
         cli.main(["--reuse-simulations", "5"])
+    assert cli.build_parser().parse_args(["--solver"]).solver and not defaults.solver
+    with pytest.raises(SystemExit, match="--solver is the pure search's"):
+        cli.main(["--checkpoint", "unused", "--solver"])
+    assert ab.pure_search_agent(4, solver=True)[1].endswith("rules in the tree, MCTS-solver), "
+                                                           "greedy")
     with pytest.raises(ValueError, match="selection must be 'uct' or 'puct', got 'ucb1'"):
         ab.pure_search_agent(4, selection="ucb1")
     for games in ("3", "0"):
@@ -233,10 +238,11 @@ def test_cli_arguments():
         bg.make_search_fns(rules="openspiel")
 
 
-def _check_turn_reuse(agent, simulations: int) -> None:
+def _check_turn_reuse(agent, simulations: int, ties_by_value: bool = False) -> None:
     """The second micro-move of an OpenSpiel move is the most visited legal micro-move
     of the first search's decision node under (the move played, the within-turn
-    outcome 0), read here from the first tree's own arrays; a call at another
+    outcome 0), read here from the first tree's own arrays (``ties_by_value``: one of
+    the most visited, as the solver's move breaks ties by value); a call at another
     OpenSpiel move searches afresh; the simulations spent are counted."""
     state = bg.init(jax.random.PRNGKey(3), 1)
     assert int(state._dice[0, 0]) != int(state._dice[0, 1])  # two micro-moves to play
@@ -256,8 +262,11 @@ def _check_turn_reuse(agent, simulations: int) -> None:
     assert node > 0
     visits = np.where(legal2[0], np.asarray(tree.edge_visits[0, node, :ab.NUM_ACTIONS]), -1)
     assert visits.max() > 0
-    second = agent(keys, after, legal2, ab.TurnView(0, 1, (first,)))
-    assert int(np.asarray(second)[0]) == int(np.argmax(visits))
+    second = int(np.asarray(agent(keys, after, legal2, ab.TurnView(0, 1, (first,))))[0])
+    if ties_by_value:
+        assert visits[second] == visits.max(), (second, visits)
+    else:
+        assert second == int(np.argmax(visits))
     assert (agent.searches, agent.reused, agent.simulations) == (1, 1, simulations)
     # The same micro-moves at another OpenSpiel move: a fresh search, not the stale tree.
     agent(keys, after, legal2, ab.TurnView(0, 9, (first,)))
@@ -286,3 +295,13 @@ def test_the_network_search_continues_its_tree_within_a_turn_too():
                                                  rules="pgx", reuse_within_turn=True)
     assert "40 simulations per OpenSpiel move" in description
     _check_turn_reuse(agent, 40)
+
+
+@pytest.mark.slow
+def test_the_search_with_the_solver_continues_its_tree_within_a_turn_too():
+    """With the MCTS-solver (no proof this early in a game: the move is the most
+    visited, ties broken by value as the policy's own solver move does)."""
+    agent, description = ab.pure_search_agent(40, value="zero", rules="pgx",
+                                              reuse_within_turn=True, solver=True)
+    assert "MCTS-solver" in description
+    _check_turn_reuse(agent, 40, ties_by_value=True)

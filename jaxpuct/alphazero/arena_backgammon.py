@@ -333,7 +333,8 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
                       chance_backup: ChanceBackup = "expectation", max_steps: int = 2000,
                       rules: str = "standard", selection: str = "uct",
                       uct_c: float = 2.0, reuse_within_turn: bool = False,
-                      reuse_simulations: int = 0) -> tuple[BackgammonAgent, str]:
+                      reuse_simulations: int = 0, solver: bool = False
+                      ) -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` over pgx backgammon
     (:mod:`jaxpuct.envs.pgx_backgammon`): no network, ``value`` ``"rollouts"``
     (one uniform random rollout per new node, as MCTSBot's evaluator) or
@@ -354,6 +355,12 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     replaces the reuse where the subtree's root has no visited micro-move (its
     simulations are counted). Returns a :class:`TurnReusingSearch`.
 
+    ``solver``: the MCTS-solver alongside (:mod:`jaxpuct.solver`, as
+    ``MCTSBot(solve=True)``): a move that wins 3 points, the most a game can score, is
+    proven at once, and any node once all its children are (a chance node by the
+    expectation over its exact dice probabilities); the move of a proven root is the
+    solver's.
+
     Returns:
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
@@ -361,18 +368,21 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     _check_reuse(reuse_within_turn, reuse_simulations)
     rule, rule_words = pure_search_rule(selection, uct_c)
     root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps, rules)
+    # Values are points: a backgammon (3) is the best a move can reach.
+    proofs = jaxpuct.SolverConfig(value_bound=3.0) if solver else False
 
     def policy(params, key, root, legal, simulations, tree):
         del params
         return jaxpuct.stochastic_policy(
             None, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
             dirichlet_fraction=0.0, temperature=0.0, chance_backup=chance_backup,
-            selection=rule, tree=tree)
+            selection=rule, tree=tree, solver=proofs)
 
     description = (f"jaxpuct pure stochastic {rule_words}, {num_simulations} simulations per "
                    f"{'OpenSpiel move' if reuse_within_turn else 'micro-move'}, "
                    f"{'one random rollout per node' if value == 'rollouts' else 'zero value'}, "
-                   f"chance_backup={chance_backup}, {rules} rules in the tree), greedy")
+                   f"chance_backup={chance_backup}, {rules} rules in the tree"
+                   f"{', MCTS-solver' if solver else ''}), greedy")
     agent = _search_agent(policy, lambda params, key, state: root_fn(state, key), None,
                           num_simulations, reuse_within_turn, reuse_simulations)
     return agent, description + _reuse_words(reuse_within_turn, reuse_simulations)
@@ -398,6 +408,7 @@ def _search_agent(policy: Callable, root_of: Callable, params: Any, num_simulati
     ``reuse_within_turn`` a :class:`TurnReusingSearch` (see :func:`pure_search_agent`).
     ``params`` are the jitted functions' argument, not constants baked into them."""
     import jaxpuct
+    from jaxpuct import solver as solver_lib
 
     @jax.jit
     def search(params, key, state, legal):
@@ -420,7 +431,14 @@ def _search_agent(policy: Callable, root_of: Callable, params: Any, num_simulati
             sub = policy(params, key, None, legal, reuse_simulations, sub).search_tree
         counts = sub.edge_visits[:, sub.ROOT_INDEX, :NUM_ACTIONS]
         counts = jnp.where(legal, counts, -1)
-        return jnp.argmax(counts, axis=-1), reused & (jnp.max(counts, axis=-1) > 0), sub
+        action = jnp.argmax(counts, axis=-1)
+        if sub.proof_plies is not None:  # the solver's move, as the policy's at temperature 0
+            tree_legal, proven, edge_value, plies = solver_lib.root_edges(sub)
+            action = solver_lib.best_child(
+                tree_legal[:, :NUM_ACTIONS] & legal, proven[:, :NUM_ACTIONS],
+                edge_value[:, :NUM_ACTIONS], plies[:, :NUM_ACTIONS],
+                sub.edge_visits[:, sub.ROOT_INDEX, :NUM_ACTIONS], edge_value[:, :NUM_ACTIONS])
+        return action, reused & (jnp.max(counts, axis=-1) > 0), sub
 
     return TurnReusingSearch(functools.partial(search, params), functools.partial(reuse, params),
                              num_simulations, reuse_simulations)
