@@ -94,11 +94,6 @@ _SEED_RANGE = 2**31
 _STEP = jax.jit(bg.step)  # one compile for every match
 _STANDARD_MASK = jax.jit(bg.standard_legal_mask)
 
-# ``(keys [B], pgx states [B], legal [B, 156] bool) -> actions [B]``: ``legal`` is
-# pgx's mask narrowed to OpenSpiel's legal turns. An agent with ``uses_turns = True``
-# (:class:`TurnReusingSearch`) is also given a :class:`TurnView`.
-BackgammonAgent = Callable[..., Any]
-
 
 @dataclasses.dataclass(frozen=True)
 class TurnView:
@@ -117,6 +112,12 @@ class TurnView:
     game: int
     move: int
     played: tuple[int, ...]
+
+
+# ``(keys [B], pgx states [B], legal [B, 156] bool, turn: TurnView | None) ->
+# actions [B]``: ``legal`` is pgx's mask narrowed to OpenSpiel's legal turns; ``turn``
+# says where the micro-move sits (an agent that keeps nothing between calls ignores it).
+BackgammonAgent = Callable[[jax.Array, Any, np.ndarray, TurnView | None], Any]
 
 
 def load_openspiel_game() -> Any:
@@ -323,8 +324,8 @@ def random_agent(seed: int = 0) -> BackgammonAgent:
     """Uniform over the legal micro-moves it is given (NumPy)."""
     rng = np.random.default_rng(seed)
 
-    def act(keys, state, legal):
-        del keys, state
+    def act(keys, state, legal, turn=None):
+        del keys, state, turn
         return np.array([rng.choice(np.flatnonzero(m)) for m in legal], np.int32)
     return act
 
@@ -418,7 +419,8 @@ def _search_agent(policy: Callable, root_of: Callable, params: Any, num_simulati
         return out.action, out.search_tree
 
     if not reuse_within_turn:
-        def agent(keys, state, legal):
+        def agent(keys, state, legal, turn=None):
+            del turn
             return search(params, keys[0], state, jnp.asarray(legal))[0]
         return agent
 
@@ -429,15 +431,14 @@ def _search_agent(policy: Callable, root_of: Callable, params: Any, num_simulati
         sub, reused = jaxpuct.subtree_path(tree, path)
         if reuse_simulations:
             sub = policy(params, key, None, legal, reuse_simulations, sub).search_tree
-        counts = sub.edge_visits[:, sub.ROOT_INDEX, :NUM_ACTIONS]
-        counts = jnp.where(legal, counts, -1)
+        # The tree's edges are the 156 micro-moves (the 21 rolls fit in them).
+        visits = sub.edge_visits[:, sub.ROOT_INDEX]
+        counts = jnp.where(legal, visits, -1)
         action = jnp.argmax(counts, axis=-1)
         if sub.proof_plies is not None:  # the solver's move, as the policy's at temperature 0
             tree_legal, proven, edge_value, plies = solver_lib.root_edges(sub)
-            action = solver_lib.best_child(
-                tree_legal[:, :NUM_ACTIONS] & legal, proven[:, :NUM_ACTIONS],
-                edge_value[:, :NUM_ACTIONS], plies[:, :NUM_ACTIONS],
-                sub.edge_visits[:, sub.ROOT_INDEX, :NUM_ACTIONS], edge_value[:, :NUM_ACTIONS])
+            action = solver_lib.best_child(tree_legal & legal, proven, edge_value, plies,
+                                           visits, edge_value)
         return action, reused & (jnp.max(counts, axis=-1) > 0), sub
 
     return TurnReusingSearch(functools.partial(search, params), functools.partial(reuse, params),
@@ -458,8 +459,6 @@ class TurnReusingSearch:
         (the subtree's root had no visited micro-move).
     """
 
-    uses_turns = True
-
     def __init__(self, search: Callable, reuse: Callable, num_simulations: int,
                  reuse_simulations: int) -> None:
         self._search, self._reuse = search, reuse
@@ -468,10 +467,14 @@ class TurnReusingSearch:
         self.simulations = self.searches = self.reused = self.fallbacks = 0
 
     def __call__(self, keys: jax.Array, state: Any, legal: np.ndarray,
-                 turn: TurnView) -> jax.Array:
+                 turn: TurnView | None = None) -> jax.Array:
         """``keys [1]``, ``state`` one pgx state (``B = 1``), ``legal [1, 156]``:
-        ``actions [1]``."""
+        ``actions [1]``; without ``turn``, a fresh search that is kept for nothing."""
         mask = jnp.asarray(legal)
+        if turn is None:
+            self.searches += 1
+            self.simulations += self.num_simulations
+            return self._search(keys[0], state, mask)[0]
         last = self._last.pop(turn.game, None)
         if (last is not None and turn.played and last[0] == turn.move
                 and last[1] == turn.played[:-1]):
@@ -578,8 +581,9 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
     the first ``num_games // 2`` with the agent moving first.
 
     Args:
-      agent: ``(keys [B], pgx states [B], legal [B, 156]) -> actions [B]``, called
-        with ``B = 1`` per game that needs a micro-move.
+      agent: ``(keys [B], pgx states [B], legal [B, 156], turn) -> actions [B]``
+        (:data:`BackgammonAgent`), called with ``B = 1`` per game that needs a
+        micro-move and that micro-move's :class:`TurnView`.
       bot: the OpenSpiel opponent; game ``g`` seeds its bot with ``seed + g``.
       num_games: ``B >= 2``.
       seed: of the pgx states, the rolls, the agent's keys and the bots.
@@ -665,11 +669,8 @@ def play_match(agent: BackgammonAgent, bot: BotSpec, num_games: int, seed: int =
             mask[0, options] = True
             key, sub = jax.random.split(key)
             one = jax.tree.map(lambda x, g=g: x[g:g + 1], state)
-            if getattr(agent, "uses_turns", False):
-                turn = TurnView(int(g), len(games[g].os.history()), tuple(games[g].played))
-                action = int(np.asarray(agent(sub[None], one, mask, turn))[0])
-            else:
-                action = int(np.asarray(agent(sub[None], one, mask))[0])
+            turn = TurnView(int(g), len(games[g].os.history()), tuple(games[g].played))
+            action = int(np.asarray(agent(sub[None], one, mask, turn))[0])
             searches += 1
             if not mask[0, action]:
                 raise ArenaMismatchError(f"backgammon game {g}: the agent chose {action}, "
