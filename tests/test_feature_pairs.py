@@ -148,7 +148,7 @@ def test_features_together(policy, features):
                                       np.asarray(tree.edge_visits))
         np.testing.assert_array_equal(np.asarray(as_tree.action), np.asarray(out.action))
     if "early_stop" in features:
-        _check_early_stop(policy, features, first, width, legal)
+        _check_early_stop(key, policy, features, first, width, legal)
 
 
 def _check_continued(policy: str, features: frozenset, first, tree) -> None:
@@ -172,10 +172,10 @@ def _check_continued(policy: str, features: frozenset, first, tree) -> None:
         np.testing.assert_array_equal(after, before + S)
 
 
-def _check_early_stop(policy, features, first, width, legal) -> None:
+def _check_early_stop(key, policy, features, first, width, legal) -> None:
     """The first search of each run (with reuse, the second continues different
     subtrees): the most visited root action is kept, with no more visits."""
-    full, _ = _run(jax.random.PRNGKey(3), policy=policy, features=features - {"early_stop"})
+    full, _ = _run(key, policy=policy, features=features - {"early_stop"})
     visits = np.asarray(first.search_tree.edge_visits[:, 0, :width])
     full_visits = np.asarray(full.search_tree.edge_visits[:, 0, :width])
     np.testing.assert_array_equal(np.argmax(np.where(legal, visits, -1), -1),
