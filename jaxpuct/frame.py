@@ -113,6 +113,27 @@ def early_stop_on(early_stop: Any) -> bool:
     return True
 
 
+def check_early_stop_move(early_stop: Any, final_move: str,
+                          value_weighted: bool = False) -> None:
+    """Refuse early stopping with a move that reads the root's values.
+
+    Early stopping (:mod:`jaxpuct.early_stop`) keeps only which root action is the
+    most visited; the LCB move and the value-weighted move also read the values,
+    which the skipped simulations would still change. One message for every policy
+    that offers both.
+    """
+    if not early_stop_on(early_stop) or not (value_weighted or final_move == "lcb"):
+        return
+    chosen = "value_weighted=True" if value_weighted else "final_move='lcb'"
+    fix = ("final_move='visits' without value_weighted" if value_weighted
+           else "final_move='visits'")
+    raise ValueError(
+        f"early_stop needs a move that is the most visited root action, got {chosen}: "
+        "early stopping keeps only which action is most visited, and this move also "
+        "reads the values, which the skipped simulations would still change. Use "
+        f"{fix}, or no early_stop.")
+
+
 def batch_size(root: Any, tree: Tree | None) -> int:
     """``B`` of a policy call: the continued tree's (checked to be a jaxpuct tree),
     else the root's (checked)."""

@@ -132,13 +132,7 @@ def alphazero_policy(
     batch_size = frame.batch_size(root, tree)
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
-    if frame.early_stop_on(early_stop) and (value_weighted or final_move == "lcb"):
-        chosen = "value_weighted=True" if value_weighted else "final_move='lcb'"
-        raise ValueError(
-            f"early_stop needs a move that is the most visited root action, got {chosen}: "
-            "early stopping keeps only which action is most visited, and this move also "
-            "reads the values, which the skipped simulations would still change. Use "
-            "final_move='visits' without value_weighted, or no early_stop.")
+    frame.check_early_stop_move(early_stop, final_move, value_weighted)
     options = frame.engine_options(
         num_simulations, max_depth, frame.capacity(tree, max_nodes, num_simulations),
         leaves_per_step=leaves_per_step, virtual_loss=virtual_loss, solver=solver,

@@ -711,9 +711,7 @@ def sampled_policy(
                            prior_correction=prior_correction)
     batch_size = frame.batch_size(root, tree)
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
-    if frame.early_stop_on(early_stop) and final_move == "lcb":
-        raise ValueError("early_stop needs final_move='visits', got final_move='lcb' (see "
-                         "jaxpuct.alphazero_policy).")
+    frame.check_early_stop_move(early_stop, final_move)
     capacity = frame.capacity(tree, max_nodes, num_simulations)
     options = frame.engine_options(
         num_simulations, max_depth, capacity, leaves_per_step=leaves_per_step,

@@ -705,12 +705,7 @@ def stochastic_policy(
     batch_size = frame.batch_size(root, tree)
     check_policy_numbers(batch_size, dirichlet_fraction, dirichlet_alpha, temperature)
     validation.check_choice("final_move", final_move, ("visits", "lcb"))
-    if frame.early_stop_on(early_stop) and final_move == "lcb":
-        raise ValueError(
-            "early_stop needs a move that is the most visited root action, got "
-            "final_move='lcb': early stopping keeps only which action is most visited, "
-            "and the LCB move also reads the values, which the skipped simulations would "
-            "still change. Use final_move='visits', or no early_stop.")
+    frame.check_early_stop_move(early_stop, final_move)
     call = _Call(max_depth=max_depth, max_nodes=max_nodes, selection=selection,
                  chance_backup=chance_backup, graph=graph, leaves_per_step=leaves_per_step,
                  virtual_loss=virtual_loss, solver=solver,

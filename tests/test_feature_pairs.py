@@ -101,15 +101,17 @@ def _run(key, *, policy: str, features: frozenset):
 
 def _cells() -> list:
     """make test runs AlphaZero's every feature but early stopping at once (9 CPU-s
-    here, five features in one program); the rest run in make test-all (each feature
-    alone with every policy: tests/test_composition.py; early stopping with several
-    leaves and the solver: tests/test_early_stop.py)."""
+    here, five features in one program) and the refusals of the LCB move with early
+    stopping (raised while tracing, before any compile); the rest run in make
+    test-all (each feature alone with every policy: tests/test_composition.py; early
+    stopping with several leaves and the solver: tests/test_early_stop.py)."""
     cells = []
     for policy, features in POLICY_FEATURES.items():
         sets = [frozenset(p) for p in itertools.combinations(features, 2)]
         sets += [frozenset(features) - {"lcb"}, frozenset(features) - {"early_stop"}]
         for f in dict.fromkeys(sets):  # Gumbel's two largest sets are one
-            quick = policy == "alphazero" and f == frozenset(features) - {"early_stop"}
+            quick = ((policy == "alphazero" and f == frozenset(features) - {"early_stop"})
+                     or {"lcb", "early_stop"} <= f)
             cells.append(pytest.param(policy, f, id=f"{policy}-{'+'.join(sorted(f))}",
                                       marks=[] if quick else [pytest.mark.slow]))
     return cells
@@ -121,7 +123,9 @@ def test_features_together(policy, features):
     if {"lcb", "early_stop"} <= features:
         with pytest.raises(ValueError, match="early_stop needs") as info:
             _run(key, policy=policy, features=features)
-        assert "final_move='lcb'" in str(info.value)
+        # One message for every policy (jaxpuct.frame.check_early_stop_move).
+        assert "got final_move='lcb'" in str(info.value)
+        assert "Use final_move='visits', or no early_stop." in str(info.value)
         return
     first, out = _run(key, policy=policy, features=features)
     tree = out.search_tree
