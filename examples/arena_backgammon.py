@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "--checkpoint the network's, and recorded as 'network'")
     p.add_argument("--chance-backup", choices=("visits", "expectation"),
                    default="expectation")
+    p.add_argument("--chance-ties", choices=("first", "random"), default="first",
+                   help="which of the equally likely rolls a chance node of the tree takes "
+                        "first: the lowest-index (1-2, 1-3, ...) or one at random")
     p.add_argument("--selection", choices=("uct", "puct"), default=None,
                    help="the pure search's rule: UCT as MCTSBot's (jaxpuct.PUCTConfig.uct, "
                         "c = 2), or AlphaZero's PUCT with a uniform prior (default: uct)")
@@ -79,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
         agent, description = ab.pure_search_agent(
             args.simulations, args.value, args.chance_backup, rules=args.rules,
             selection=args.selection, reuse_within_turn=args.reuse_within_turn,
-            reuse_simulations=args.reuse_simulations, solver=args.solver)
+            reuse_simulations=args.reuse_simulations, solver=args.solver,
+            chance_ties=args.chance_ties)
     else:
         if args.solver:
             sys.exit("error: --solver is the pure search's")
@@ -94,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             kcb.make_apply(graphdef), params, args.simulations, args.rules,
             config.value_scale, name=f"the network of {args.checkpoint}",
             reuse_within_turn=args.reuse_within_turn,
-            reuse_simulations=args.reuse_simulations)
+            reuse_simulations=args.reuse_simulations, chance_ties=args.chance_ties)
     bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
                         uct_c=args.uct_c, solve=args.solve)
     print(f"{description}\nagainst {bot.describe()}, {args.games} games", flush=True)

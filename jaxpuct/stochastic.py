@@ -18,8 +18,15 @@ Environments with a Learned Model", ICLR 2022
   reward and discount;
 * decision nodes select by the PUCT rule of a :class:`jaxpuct.PUCTConfig`;
   chance nodes by the deterministic quota rule ``argmax_c p(c) / (N(c) + 1)``
-  (lowest index on ties; outcomes with ``p = 0`` are never taken). That rule is
-  Jefferson/D'Hondt apportionment, so after ``n`` visits ``N(c) >= floor(n p(c))``.
+  (outcomes with ``p = 0`` are never taken). That rule is Jefferson/D'Hondt
+  apportionment, so after ``n`` visits ``N(c) >= floor(n p(c))``, whichever
+  of the tied outcomes is taken. ``chance_ties`` says which: ``"first"`` (the
+  lowest index, as mctx and the paper's pseudocode) or ``"random"`` (uniformly
+  among the tied outcomes, from the tree's own key). Ties are the rule with
+  exact probabilities, where many outcomes are equally likely: with ``"first"``
+  a chance node visited ``k`` times has seen the same ``k`` lowest-index
+  outcomes in every search (a backgammon opponent's rolls 1-2, 1-3, 1-4; 2048's
+  new tile in the first empty cells), so its value leans towards them.
 
 Layout. The engine's :class:`jaxpuct.tree.Tree` is used unchanged, with edge arrays
 of width ``W = max(A, C)``: a decision node's edges ``a >= A`` and a chance node's
@@ -87,6 +94,8 @@ from jaxpuct.walk import Walk
 
 ChanceBackup = Literal["visits", "expectation"]
 _CHANCE_BACKUPS = ("visits", "expectation")
+ChanceTies = Literal["first", "random"]
+_CHANCE_TIES = ("first", "random")
 
 
 @pytree_dataclass
@@ -186,13 +195,28 @@ def chance_scores(tree: Tree, node: jax.Array) -> jax.Array:
     return jnp.where(legal, prior / (visits + 1.0), -jnp.inf)
 
 
-def stochastic_rule(decision: SelectionRule) -> SelectionRule:
+def chance_outcome(scores: jax.Array, ties: ChanceTies, rng_keys: jax.Array) -> jax.Array:
+    """``[B]`` int32 the outcome of highest quota score (``scores [B, W]``);
+    among equal scores the lowest index (``ties="first"``) or one drawn
+    uniformly with each tree's key (``rng_keys [B]``, ``ties="random"``). A row
+    with no finite score gets 0 either way."""
+    if ties == "first":
+        return jnp.argmax(scores, axis=-1).astype(jnp.int32)
+    best = jnp.max(scores, axis=-1, keepdims=True)
+    tied = (scores == best) & jnp.isfinite(scores)
+    # Its own stream: the decision rule's tie noise may draw from the same keys.
+    draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1),
+                                                  (scores.shape[-1],)))(rng_keys)
+    return jnp.argmax(jnp.where(tied, draws, -1.0), axis=-1).astype(jnp.int32)
+
+
+def stochastic_rule(decision: SelectionRule, ties: ChanceTies = "first") -> SelectionRule:
     """``decision``'s rule at decision nodes, the chance quota rule at chance
-    nodes (the root is a decision node)."""
+    nodes (the root is a decision node), its ties broken as ``ties`` says."""
 
     def interior(tree, node, depth, rng_keys):
         action = decision.interior(tree, node, depth, rng_keys)
-        outcome = jnp.argmax(chance_scores(tree, node), axis=-1).astype(jnp.int32)
+        outcome = chance_outcome(chance_scores(tree, node), ties, rng_keys)
         return jnp.where(gather_rows(is_decision_node(tree), node), action, outcome)
 
     return SelectionRule(root=decision.root, interior=interior)
@@ -484,6 +508,7 @@ class _Call(NamedTuple):
     solver: Any
     second_moment: bool
     early_stop: Any = False
+    chance_ties: str = "first"
 
 
 def _stochastic_call(params: Any, rng_key: jax.Array, root: Any, functions: tuple,
@@ -498,6 +523,7 @@ def _stochastic_call(params: Any, rng_key: jax.Array, root: Any, functions: tupl
     call (a Gumbel root); default ``call.selection``."""
     decision_recurrent_fn, chance_recurrent_fn = functions
     validation.check_choice("chance_backup", call.chance_backup, _CHANCE_BACKUPS)
+    validation.check_choice("chance_ties", call.chance_ties, _CHANCE_TIES)
     validation.check_int("num_simulations", num_simulations, 1)
     validation.check_instance("graph", call.graph, GraphConfig, allow_none=True)
     if call.graph is not None and call.graph.hash_fn is not None:
@@ -550,7 +576,7 @@ def _stochastic_call(params: Any, rng_key: jax.Array, root: Any, functions: tupl
                              tree=tree, max_nodes=call.max_nodes, graph=call.graph,
                              noise=noise, root_prior=root_prior, chance=layout)
     selection = call.selection if decision_rule is None else decision_rule(prepared)
-    rule = stochastic_rule(frame.selection_rule(selection, options))
+    rule = stochastic_rule(frame.selection_rule(selection, options), call.chance_ties)
     expander = ChanceExpander(decision_recurrent_fn, chance_recurrent_fn, layout,
                               prepared.tree.graph)
     search_tree, calls = frame.search(params, prepared, expander, rule, options)
@@ -571,6 +597,7 @@ def stochastic_search(
     invalid_actions: jax.Array | None = None,
     root_prior: jax.Array | None = None,
     chance_backup: ChanceBackup = "visits",
+    chance_ties: ChanceTies = "first",
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
     leaves_per_step: int = 1,
@@ -599,6 +626,9 @@ def stochastic_search(
       invalid_actions: optional ``[B, A]`` bool, root actions not to take.
       root_prior: optional ``[B, A]`` prior to select with at the root (noise).
       chance_backup: ``"visits"`` or ``"expectation"`` (module docstring).
+      chance_ties: which of the outcomes tied under the quota rule a chance node
+        takes: ``"first"`` (lowest index, mctx's) or ``"random"`` (module
+        docstring).
       tree: a tree with chance nodes to continue, rooted at a decision node (from
         :func:`jaxpuct.subtree_path` over an action and its outcome).
       graph: ``GraphConfig`` for graph search over chance nodes (see
@@ -615,7 +645,8 @@ def stochastic_search(
     """
     call = _Call(max_depth=max_depth, max_nodes=max_nodes, selection=selection,
                  chance_backup=chance_backup, graph=graph, leaves_per_step=leaves_per_step,
-                 virtual_loss=virtual_loss, solver=False, second_moment=False)
+                 virtual_loss=virtual_loss, solver=False, second_moment=False,
+                 chance_ties=chance_ties)
     search_tree, calls, _ = _stochastic_call(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
         invalid_actions, call, tree, None, root_prior)
@@ -638,6 +669,7 @@ def stochastic_policy(
     dirichlet_alpha: chex.Numeric = 0.3,
     temperature: chex.Numeric = 1.0,
     chance_backup: ChanceBackup = "visits",
+    chance_ties: ChanceTies = "first",
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
     leaves_per_step: int = 1,
@@ -675,6 +707,8 @@ def stochastic_policy(
       dirichlet_alpha: root noise concentration.
       temperature: τ for the move and the target ``N^(1/τ)``; 0 is argmax.
       chance_backup: ``"visits"`` (mctx) or ``"expectation"`` (exact ``p``).
+      chance_ties: ``"first"`` (mctx) or ``"random"``: which tied outcome the
+        quota rule takes (see :func:`stochastic_search`).
       tree: continue a tree with chance nodes rooted at a decision node
         (:func:`jaxpuct.subtree_path` over ``[action, outcome]``).
       graph: ``GraphConfig`` for graph search over chance nodes: states and
@@ -709,7 +743,8 @@ def stochastic_policy(
     call = _Call(max_depth=max_depth, max_nodes=max_nodes, selection=selection,
                  chance_backup=chance_backup, graph=graph, leaves_per_step=leaves_per_step,
                  virtual_loss=virtual_loss, solver=solver,
-                 second_moment=final_move == "lcb", early_stop=early_stop)
+                 second_moment=final_move == "lcb", early_stop=early_stop,
+                 chance_ties=chance_ties)
     search_tree, _, prepared = _stochastic_call(
         params, rng_key, root, (decision_recurrent_fn, chance_recurrent_fn), num_simulations,
         invalid_actions, call, tree, (dirichlet_fraction, dirichlet_alpha, None), None)
@@ -745,6 +780,7 @@ def stochastic_gumbel_policy(
     gumbel: jax.Array | None = None,
     max_nodes: int | None = None,
     chance_backup: ChanceBackup = "visits",
+    chance_ties: ChanceTies = "first",
     tree: Tree | None = None,
     graph: GraphConfig | None = None,
     solver: Any = False,
@@ -759,9 +795,9 @@ def stochastic_gumbel_policy(
 
     The arguments are those of :func:`jaxpuct.gumbel_policy` (``gumbel``:
     ``[B, A]``) and :func:`stochastic_policy` (the two functions,
-    ``chance_backup``, ``tree``, ``graph``, ``solver``; ``early_stop`` is refused,
-    as by :func:`jaxpuct.gumbel_policy`). ``σ``'s completed Q of a root action
-    is the value of its chance node.
+    ``chance_backup``, ``chance_ties``, ``tree``, ``graph``, ``solver``;
+    ``early_stop`` is refused, as by :func:`jaxpuct.gumbel_policy`). ``σ``'s
+    completed Q of a root action is the value of its chance node.
 
     Returns:
       ``PolicyOutput(action [B], action_weights [B, A] = improved policy,
@@ -774,7 +810,7 @@ def stochastic_gumbel_policy(
     call = _Call(max_depth=max_depth, max_nodes=max_nodes,
                  selection=PUCTConfig(), chance_backup=chance_backup, graph=graph,
                  leaves_per_step=1, virtual_loss=None, solver=solver,
-                 second_moment=final_move == "lcb")
+                 second_moment=final_move == "lcb", chance_ties=chance_ties)
     roots: list[gumbel_lib.GumbelRoot] = []
 
     def decision_rule(prepared: frame.Prepared) -> SelectionRule:

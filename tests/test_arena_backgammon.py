@@ -227,6 +227,10 @@ def test_cli_arguments():
         cli.main(["--checkpoint", "unused", "--solver"])
     assert ab.pure_search_agent(4, solver=True)[1].endswith("rules in the tree, MCTS-solver), "
                                                            "greedy")
+    ties = cli.build_parser().parse_args(["--chance-ties", "random"])
+    assert (ties.chance_ties, defaults.chance_ties) == ("random", "first")
+    assert "chance_ties=random" in ab.pure_search_agent(4, chance_ties="random")[1]
+    assert "chance_ties" not in ab.pure_search_agent(4)[1]
     with pytest.raises(ValueError, match="selection must be 'uct' or 'puct', got 'ucb1'"):
         ab.pure_search_agent(4, selection="ucb1")
     for games in ("3", "0"):

@@ -76,7 +76,7 @@ from jaxpuct.alphazero.arena import (
     pure_search_rule,
 )
 from jaxpuct.envs import pgx_backgammon as bg
-from jaxpuct.stochastic import ChanceBackup
+from jaxpuct.stochastic import ChanceBackup, ChanceTies
 
 __all__ = ["BackgammonAgent", "BackgammonResult", "OPENSPIEL_PARAMS", "check_legal_sets",
            "load_openspiel_game", "openspiel_action", "openspiel_board", "openspiel_filter",
@@ -334,8 +334,8 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
                       chance_backup: ChanceBackup = "expectation", max_steps: int = 2000,
                       rules: str = "standard", selection: str = "uct",
                       uct_c: float = 2.0, reuse_within_turn: bool = False,
-                      reuse_simulations: int = 0, solver: bool = False
-                      ) -> tuple[BackgammonAgent, str]:
+                      reuse_simulations: int = 0, solver: bool = False,
+                      chance_ties: ChanceTies = "first") -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` over pgx backgammon
     (:mod:`jaxpuct.envs.pgx_backgammon`): no network, ``value`` ``"rollouts"``
     (one uniform random rollout per new node, as MCTSBot's evaluator) or
@@ -362,6 +362,10 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     expectation over its exact dice probabilities); the move of a proven root is the
     solver's.
 
+    ``chance_ties``: which of the equally likely rolls a chance node takes first
+    (:func:`jaxpuct.stochastic_search`): ``"first"``, the lowest-index (1-2, 1-3, ...),
+    or ``"random"``.
+
     Returns:
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
@@ -377,16 +381,21 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
         return jaxpuct.stochastic_policy(
             None, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
             dirichlet_fraction=0.0, temperature=0.0, chance_backup=chance_backup,
-            selection=rule, tree=tree, solver=proofs)
+            chance_ties=chance_ties, selection=rule, tree=tree, solver=proofs)
 
     description = (f"jaxpuct pure stochastic {rule_words}, {num_simulations} simulations per "
                    f"{'OpenSpiel move' if reuse_within_turn else 'micro-move'}, "
                    f"{'one random rollout per node' if value == 'rollouts' else 'zero value'}, "
-                   f"chance_backup={chance_backup}, {rules} rules in the tree"
-                   f"{', MCTS-solver' if solver else ''}), greedy")
+                   f"chance_backup={chance_backup}, {_ties_words(chance_ties)}{rules} rules "
+                   f"in the tree{', MCTS-solver' if solver else ''}), greedy")
     agent = _search_agent(policy, lambda params, key, state: root_fn(state, key), None,
                           num_simulations, reuse_within_turn, reuse_simulations)
     return agent, description + _reuse_words(reuse_within_turn, reuse_simulations)
+
+
+def _ties_words(chance_ties: str) -> str:
+    # The default's descriptions stay as they were recorded before the option.
+    return "" if chance_ties == "first" else f"chance_ties={chance_ties}, "
 
 
 def _check_reuse(reuse_within_turn: bool, reuse_simulations: int) -> None:
@@ -496,14 +505,15 @@ class TurnReusingSearch:
 def network_search_agent(apply_fn: Callable, params: Any, num_simulations: int,
                          rules: str = "standard", value_scale: float = 3.0,
                          name: str = "a policy-value network", reuse_within_turn: bool = False,
-                         reuse_simulations: int = 0) -> tuple[BackgammonAgent, str]:
+                         reuse_simulations: int = 0, chance_ties: ChanceTies = "first"
+                         ) -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` with a network's priors and values
     (:func:`jaxpuct.envs.pgx_backgammon.make_network_search_fns`: ``apply_fn(params,
     obs [B, 34]) -> (logits [B, 156], value [B] in [-1, 1])``, ``value_scale``
     points per unit of value), the expectation backup at chance nodes, no root
     noise, the most visited micro-move; the root's legal micro-moves are the
-    arena's (OpenSpiel's). ``reuse_within_turn``, ``reuse_simulations``: as for
-    :func:`pure_search_agent`.
+    arena's (OpenSpiel's). ``reuse_within_turn``, ``reuse_simulations``,
+    ``chance_ties``: as for :func:`pure_search_agent`.
 
     Returns:
       ``(agent, description)``; the agent is jitted for the batch size it is given.
@@ -515,14 +525,16 @@ def network_search_agent(apply_fn: Callable, params: Any, num_simulations: int,
     def policy(params, key, root, legal, simulations, tree):
         return jaxpuct.stochastic_policy(
             params, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
-            dirichlet_fraction=0.0, temperature=0.0, chance_backup="expectation", tree=tree)
+            dirichlet_fraction=0.0, temperature=0.0, chance_backup="expectation",
+            chance_ties=chance_ties, tree=tree)
 
     agent = _search_agent(policy, root_fn, params, num_simulations, reuse_within_turn,
                           reuse_simulations)
     description = (f"jaxpuct stochastic PUCT search with {name} ({num_simulations} "
                    f"simulations per {'OpenSpiel move' if reuse_within_turn else 'micro-move'}, "
                    f"network prior and value, "
-                   f"chance_backup=expectation, {rules} rules in the tree), greedy")
+                   f"chance_backup=expectation, {_ties_words(chance_ties)}{rules} rules in "
+                   f"the tree), greedy")
     return agent, description + _reuse_words(reuse_within_turn, reuse_simulations)
 
 
