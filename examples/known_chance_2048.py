@@ -73,6 +73,9 @@ class Config:
       policy: alphazero (stochastic_policy: PUCT, Dirichlet noise, visits) or
         gumbel (stochastic_gumbel_policy: Gumbel root and sequential halving, the
         root rule of the MuZero example's 2048 runs).
+      chance_ties: which of the equally likely spawns a chance node takes first:
+        the lowest-index cells (first) or one at random (random);
+        ``jaxpuct.stochastic_policy``'s ``chance_ties``.
     """
 
     seed: int = 0
@@ -92,6 +95,8 @@ class Config:
     dirichlet_fraction: float = 0.25
     policy: str = dataclasses.field(default="alphazero",
                                     metadata={"choices": ("alphazero", "gumbel")})
+    chance_ties: str = dataclasses.field(default="first",
+                                         metadata={"choices": ("first", "random")})
 
     @property
     def support(self) -> Support:
@@ -145,12 +150,13 @@ def make_search(config: Config, graphdef: nnx.GraphDef, params: Any
             return jaxpuct.stochastic_gumbel_policy(
                 params, key, root_fn(board), decision_fn, chance_fn,
                 config.num_simulations, gumbel_scale=0.0 if greedy else 1.0,
-                chance_backup="expectation")
+                chance_backup="expectation", chance_ties=config.chance_ties)
         return jaxpuct.stochastic_policy(
             params, key, root_fn(board), decision_fn, chance_fn, config.num_simulations,
             selection=jaxpuct.PUCTConfig.mctx_muzero(),
             dirichlet_fraction=0.0 if greedy else config.dirichlet_fraction,
-            temperature=0.0 if greedy else 1.0, chance_backup="expectation")
+            temperature=0.0 if greedy else 1.0, chance_backup="expectation",
+            chance_ties=config.chance_ties)
 
     return search
 

@@ -91,6 +91,20 @@ def test_the_greedy_gumbel_search_is_the_same_for_every_key():
     assert bool(jnp.all(jnp.take_along_axis(legal, first.action[:, None], 1)))
 
 
+def test_random_chance_ties_show_the_search_other_spawns():
+    """``--chance-ties random``: the chance nodes' tied spawns (every empty cell is
+    as likely) are drawn from the key, where ``first`` takes the same cells for
+    every key."""
+    config = kc.Config(num_simulations=8, hidden=8, value_support=5, chance_ties="random")
+    assert kc.Config().chance_ties == "first"
+    graphdef, params = nnx.split(kc.ValueNetwork(config, nnx.Rngs(0)))
+    search = jax.jit(lambda key, board: kc.make_search(config, graphdef, params)(
+        key, board, None, True).search_tree.edge_visits)
+    boards = jnp.zeros((1, 16), jnp.int32).at[0, 12].set(1)
+    visits = [np.asarray(search(jax.random.key(seed), boards)) for seed in range(4)]
+    assert any(not np.array_equal(v, visits[0]) for v in visits[1:])
+
+
 @pytest.mark.parametrize("text", ["0", "4,x", "-3"])
 def test_bad_extra_simulation_counts_are_refused_by_name(text, capsys):
     with pytest.raises(SystemExit):
