@@ -508,7 +508,7 @@ class _Call(NamedTuple):
     solver: Any
     second_moment: bool
     early_stop: Any = False
-    chance_ties: str = "first"
+    chance_ties: ChanceTies = "first"
 
 
 def _stochastic_call(params: Any, rng_key: jax.Array, root: Any, functions: tuple,
