@@ -21,7 +21,7 @@ Environments with a Learned Model", ICLR 2022
   (outcomes with ``p = 0`` are never taken). That rule is Jefferson/D'Hondt
   apportionment, so after ``n`` visits ``N(c) >= floor(n p(c))``, whichever
   of the tied outcomes is taken. ``chance_ties`` says which: ``"first"`` (the
-  lowest index, as mctx and the paper's pseudocode) or ``"random"`` (uniformly
+  lowest index, as mctx's ``argmax``) or ``"random"`` (uniformly
   among the tied outcomes, from the tree's own key). Ties are the rule with
   exact probabilities, where many outcomes are equally likely: with ``"first"``
   a chance node visited ``k`` times has seen the same ``k`` lowest-index
