@@ -26,7 +26,7 @@ from jaxpuct.testing import check_tree, random_games, stochastic_games
 B, S = 2, 8
 POLICIES = ("alphazero", "gumbel", "stochastic", "stochastic_gumbel", "sampled")
 FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet", "early_stop",
-            "tree_bounds")
+            "tree_bounds", "chance_ties")
 MODES = ("tree", "graph")
 
 # (policy, feature, mode) -> the words a refusal's message must contain.
@@ -48,6 +48,9 @@ REFUSED = {
 NOT_APPLICABLE = {(p, f, m) for p in ("gumbel", "stochastic_gumbel") for m in MODES
                   for f in ("dirichlet", "tree_bounds")}
 NOT_APPLICABLE |= {("stochastic_gumbel", "leaves", m) for m in MODES}
+# chance_ties is the chance quota rule's: only the policies with chance nodes take it.
+NOT_APPLICABLE |= {(p, "chance_ties", m) for p in ("alphazero", "gumbel", "sampled")
+                   for m in MODES}
 STOCHASTIC = ("stochastic", "stochastic_gumbel")
 
 _FOREST, _ROOTS, _ = sc.game_forest(range(B))
@@ -67,6 +70,8 @@ def _keywords(policy: str, feature: str, mode: str) -> dict:
         kw["final_move"] = "lcb"
     if feature == "early_stop":
         kw["early_stop"] = True
+    if feature == "chance_ties":
+        kw["chance_ties"] = "random"
     if policy in ("alphazero", "stochastic", "sampled"):
         kw["dirichlet_fraction"] = 0.25 if feature == "dirichlet" else 0.0
     if feature == "reuse":
@@ -249,7 +254,7 @@ SAMPLED_GUMBEL_REFUSED = {
 }
 # No Dirichlet noise and no PUCT selection at a Gumbel root (as for gumbel_policy).
 SAMPLED_GUMBEL_CELLS = [("sampled_gumbel", f, m) for f in FEATURES for m in MODES
-                        if f not in ("dirichlet", "tree_bounds")]
+                        if f not in ("dirichlet", "tree_bounds", "chance_ties")]
 
 
 @functools.partial(sc.jit, static_argnames=("feature", "mode"))
