@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "or AlphaZero's PUCT with a uniform prior (default: uct)")
     me.add_argument("--agent-uct-c", type=float, default=None,
                     help="a pure UCT search's exploration constant (default: 2, MCTSBot's)")
+    me.add_argument("--agent-tie-break", choices=("first", "random"), default=None,
+                    help="a pure search's ties (UCT's untried moves): the lowest index "
+                    "first, or a random order as MCTSBot's (default: first)")
     me.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
                     help="jaxpuct's search with the MCTS-solver (default: as the run "
                     "trained; off for a pure search)")
@@ -133,9 +136,11 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
     try:
         bot = arena.BotSpec(kind=args.opponent, simulations=args.opponent_simulations,
                             uct_c=args.uct_c, rollouts=args.rollouts, solve=args.solve)
-        if args.run_dir and (args.agent_selection or args.agent_uct_c is not None):
-            sys.exit("error: --agent-selection and --agent-uct-c set a pure search's rule; "
-                     "a network of --run-dir searches with its prior (PUCT)")
+        if args.run_dir and (args.agent_selection or args.agent_uct_c is not None
+                             or args.agent_tie_break):
+            sys.exit("error: --agent-selection, --agent-uct-c and --agent-tie-break set a "
+                     "pure search's rule; a network of --run-dir searches with its prior "
+                     "(PUCT)")
         if args.run_dir and _is_muzero_run(args.run_dir):
             from examples import muzero
             if args.agent_solver:
@@ -167,7 +172,8 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
             agent, who = arena.pure_search_agent(
                 game, args.simulations or 100, args.value, solver=bool(args.agent_solver),
                 selection=args.agent_selection or "uct",
-                uct_c=2.0 if args.agent_uct_c is None else args.agent_uct_c)
+                uct_c=2.0 if args.agent_uct_c is None else args.agent_uct_c,
+                tie_break=args.agent_tie_break or "first")
     except (ValueError, CheckpointError) as err:
         sys.exit(f"error: {err}")
     print(f"{game}, {args.games} games: {who}\n  vs {bot.describe()}", flush=True)

@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chance-ties", choices=("first", "random"), default="first",
                    help="which of the equally likely rolls a chance node of the tree takes "
                         "first: the lowest-index (1-2, 1-3, ...) or one at random")
+    p.add_argument("--tie-break", choices=("first", "random"), default="first",
+                   help="the pure search's ties at decision nodes (UCT's untried "
+                        "micro-moves): the lowest index first, or a random order as "
+                        "MCTSBot's (jaxpuct.PUCTConfig.tie_break)")
     p.add_argument("--selection", choices=("uct", "puct"), default=None,
                    help="the pure search's rule: UCT as MCTSBot's (jaxpuct.PUCTConfig.uct, "
                         "c = 2), or AlphaZero's PUCT with a uniform prior (default: uct)")
@@ -83,10 +87,13 @@ def main(argv: list[str] | None = None) -> None:
             args.simulations, args.value, args.chance_backup, rules=args.rules,
             selection=args.selection, reuse_within_turn=args.reuse_within_turn,
             reuse_simulations=args.reuse_simulations, solver=args.solver,
-            chance_ties=args.chance_ties)
+            chance_ties=args.chance_ties, tie_break=args.tie_break)
     else:
         if args.solver:
             sys.exit("error: --solver is the pure search's")
+        if args.tie_break != "first":
+            sys.exit("error: --tie-break is the pure search's; with --checkpoint the "
+                     "network's prior breaks UCT's ties")
         if args.selection is not None:
             sys.exit("error: --selection is the pure search's; with --checkpoint the "
                      "network's prior is searched with PUCT")

@@ -1,7 +1,8 @@
 """The PUCT family of selection rules, as one configuration and one score function.
 
 The score of action ``a`` at a node ``s`` is ``Q̃(s, a) + U(s, a)`` and the
-search takes the legal action with the highest score (lowest index on ties).
+search takes the legal action with the highest score (lowest index on ties, or one
+of them at random: ``tie_break``).
 
 Exploration term ``U`` (``form``):
 
@@ -76,6 +77,16 @@ with ``W = N(s)`` and ``E[X**2]`` the node's second moment
 ``c_base=19652``, ``N(s)`` = the node's own count, unvisited Q = min, min-max
 normalisation. mctx additionally adds ``1e-7 * uniform`` noise to break ties; jaxpuct
 breaks ties by lowest index unless ``tie_noise > 0``.
+
+Ties (``tie_break``): ``"first"`` takes the lowest index among the actions of the
+highest score (mctx's ``argmax`` without its noise); ``"random"`` draws one of them
+uniformly from each tree's key, exactly, where ``tie_noise`` adds noise to every
+score. The two differ where ties are the rule: UCT's unvisited actions all score
+:data:`UNVISITED_FIRST`, so ``"first"`` tries them lowest index first in every
+search, while OpenSpiel's ``MCTSBot`` shuffles a node's actions when it expands it
+(a uniformly random order of first visits, which ``"random"`` gives too: each
+step draws among the untried ones), and ``tie_noise`` cannot break them (float32
+has no room for it beside :data:`UNVISITED_FIRST`).
 """
 
 from __future__ import annotations
@@ -93,6 +104,7 @@ from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
 
 Form = Literal["puct", "uct_log", "ucb1"]
 ParentVisits = Literal["edge_sum", "node"]
+TieBreak = Literal["first", "random"]
 UnvisitedQ = Literal["zero", "parent", "fpu", "fixed", "min"]
 QNormalization = Literal["none", "minmax"]
 MinMaxBounds = Literal["node", "tree"]
@@ -128,6 +140,7 @@ class PUCTConfig:
     q_normalization: QNormalization | Callable[..., jax.Array] = "none"
     minmax_bounds: MinMaxBounds = "node"
     tie_noise: float = 0.0
+    tie_break: TieBreak = "first"
     utility_stdev_scale: float = 0.0
     utility_stdev_prior: float = 0.40
     utility_stdev_prior_weight: float = 2.0
@@ -144,7 +157,7 @@ class PUCTConfig:
 
     def __post_init__(self):
         for name, kind in (("form", Form), ("parent_visits", ParentVisits),
-                           ("minmax_bounds", MinMaxBounds)):
+                           ("minmax_bounds", MinMaxBounds), ("tie_break", TieBreak)):
             validation.check_choice(f"PUCTConfig.{name}", getattr(self, name), get_args(kind))
         for name, kind in (("unvisited_q", UnvisitedQ), ("q_normalization", QNormalization)):
             if not callable(getattr(self, name)):
@@ -184,17 +197,17 @@ class PUCTConfig:
                    unvisited_q="min", q_normalization="minmax", minmax_bounds=minmax_bounds)
 
     @classmethod
-    def uct(cls, c: float = 2.0) -> PUCTConfig:
+    def uct(cls, c: float = 2.0, tie_break: TieBreak = "first") -> PUCTConfig:
         """UCT (Kocsis and Szepesvari 2006) as OpenSpiel's ``MCTSBot`` selects:
         ``Q(s, a) + c * sqrt(log N(s) / N(s, a))`` with ``N(s)`` the node's own visit
-        count, the prior ignored, every unvisited action tried first (the lowest
-        index first; OpenSpiel shuffles them, and ``tie_noise`` cannot: float32 has
-        no room for it beside :data:`UNVISITED_FIRST`). For a search without a
-        network (uniform prior, random rollouts), where AlphaZero's rule, made to
-        follow a prior, explores too little. Values are not normalised: ``c``
-        is in the values' unit, as OpenSpiel's."""
+        count, the prior ignored, every unvisited action tried first: the lowest
+        index first with ``tie_break="first"``, in a uniformly random order with
+        ``"random"`` (as OpenSpiel, which shuffles a node's actions). For a search
+        without a network (uniform prior, random rollouts), where AlphaZero's rule,
+        made to follow a prior, explores too little. Values are not normalised:
+        ``c`` is in the values' unit, as OpenSpiel's."""
         return cls(c_init=c, c_base=None, form="ucb1", parent_visits="node",
-                   unvisited_q="fixed", unvisited_value=UNVISITED_FIRST)
+                   unvisited_q="fixed", unvisited_value=UNVISITED_FIRST, tie_break=tie_break)
 
     @classmethod
     def alphago(cls, c_puct: float = 1.5) -> PUCTConfig:
@@ -472,15 +485,30 @@ def tree_bounds(tree: Tree, config: PUCTConfig) -> tuple[jax.Array, jax.Array] |
     return tree.minmax_low, tree.minmax_high
 
 
+def best_action(config: PUCTConfig, scores: jax.Array, rng_keys: jax.Array) -> jax.Array:
+    """``[B]`` int32 the action of the highest score in ``scores [B, A]``, ties
+    broken as ``config.tie_break`` says (``"random"``: uniformly from each tree's key
+    of ``rng_keys [B]``). A row whose every score is ``-inf`` gives 0 in both
+    modes."""
+    if config.tie_break == "first":
+        return jnp.argmax(scores, axis=-1).astype(jnp.int32)
+    # A stream of its own, apart from tie_noise's draw from the same keys.
+    uniform = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1),
+                                                    (scores.shape[-1],)))(rng_keys)
+    top = jnp.max(scores, axis=-1, keepdims=True)
+    tied = (scores == top) & (scores > -jnp.inf)
+    return jnp.argmax(jnp.where(tied, uniform, -1.0), axis=-1).astype(jnp.int32)
+
+
 def puct_rule(config: PUCTConfig) -> SelectionRule:
     """The PUCT ``SelectionRule`` of ``config``: the argmax of :func:`node_scores`
-    (lowest index on ties unless ``tie_noise > 0``)."""
+    (ties: ``config.tie_break``, after any ``tie_noise``)."""
 
     def choose(is_root: bool) -> ActionFn:
         def action(tree, node, depth, rng_keys):
             del depth
             scores = node_scores(tree, config, node, is_root, rng_keys)
-            return jnp.argmax(scores, axis=-1).astype(jnp.int32)
+            return best_action(config, scores, rng_keys)
         return action
 
     return SelectionRule(root=choose(True), interior=choose(False))

@@ -79,7 +79,14 @@ import jax.numpy as jnp
 from jaxpuct.extensions import Extension
 from jaxpuct.indexing import row_set, row_take
 from jaxpuct.numerics import gather_rows
-from jaxpuct.selection import PUCTConfig, SelectionRule, node_scores, puct_qvalues, tree_bounds
+from jaxpuct.selection import (
+    PUCTConfig,
+    SelectionRule,
+    best_action,
+    node_scores,
+    puct_qvalues,
+    tree_bounds,
+)
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues, present
 
 UNPROVEN = -1  # proof_plies of a node with no proof
@@ -358,7 +365,7 @@ def solver_rule(config: PUCTConfig, solver: SolverConfig) -> SelectionRule:
             exact = exploitation_scores(tree, config, node, is_root)
             scores = jnp.where(child_proven & legal, exact, scores)
             skip = dominated_edges(legal, child_proven, edge_value, solver.value_bound)
-            return jnp.argmax(jnp.where(skip, -jnp.inf, scores), axis=-1).astype(jnp.int32)
+            return best_action(config, jnp.where(skip, -jnp.inf, scores), rng_keys)
         return action
 
     return SelectionRule(root=choose(True), interior=choose(False))

@@ -222,10 +222,11 @@ def test_arena_command_line_checks_its_arguments_before_playing(tmp_path, monkey
     message = _arena_exit(pure + ["--agent-selection", "puct", "--agent-uct-c", "1"],
                           monkeypatch)
     assert message.startswith("error: --agent-uct-c is UCT's constant")
-    for flag in (["--agent-selection", "uct"], ["--agent-uct-c", "1"]):
+    for flag in (["--agent-selection", "uct"], ["--agent-uct-c", "1"],
+                 ["--agent-tie-break", "random"]):
         message = _arena_exit(["--run-dir", str(tmp_path)] + flag, monkeypatch)
-        assert message.startswith("error: --agent-selection and --agent-uct-c set a pure "
-                                  "search's rule")
+        assert message.startswith("error: --agent-selection, --agent-uct-c and "
+                                  "--agent-tie-break set a pure search's rule")
     # A MuZero run (its config has unroll_steps): the known-rules switches are refused.
     muzero_run = tmp_path / "muzero_run"
     muzero_run.mkdir()

@@ -177,14 +177,18 @@ def test_mismatches_are_caught(monkeypatch):
 
 
 @pytest.mark.slow
-def test_pure_search_agent_moves_within_the_given_mask():
+@pytest.mark.parametrize("tie_break", ["first", "random"])
+def test_pure_search_agent_moves_within_the_given_mask(tie_break):
     """The stochastic search over the pgx split picks one of the micro-moves it is
-    given (the arena's narrowing to OpenSpiel's turns), not any pgx move."""
+    given (the arena's narrowing to OpenSpiel's turns), not any pgx move, whichever
+    way its ties are broken."""
     import jax
 
     from jaxpuct.envs import pgx_backgammon as bg
-    agent, description = ab.pure_search_agent(4)
-    assert description.startswith("jaxpuct pure stochastic UCT search (c = 2, 4 simulations")
+    agent, description = ab.pure_search_agent(4, tie_break=tie_break)
+    ties = "" if tie_break == "first" else ", ties random"
+    assert description.startswith(f"jaxpuct pure stochastic UCT search (c = 2{ties}, 4 "
+                                  "simulations")
     state = bg.init(jax.random.PRNGKey(0), 1)
     legal = np.asarray(state.legal_action_mask)
     options = np.flatnonzero(legal[0])
@@ -231,6 +235,10 @@ def test_cli_arguments():
     assert (ties.chance_ties, defaults.chance_ties) == ("random", "first")
     assert "chance_ties=random" in ab.pure_search_agent(4, chance_ties="random")[1]
     assert "chance_ties" not in ab.pure_search_agent(4)[1]
+    assert cli.build_parser().parse_args(["--tie-break", "random"]).tie_break == "random"
+    assert defaults.tie_break == "first"
+    with pytest.raises(SystemExit, match="--tie-break is the pure search's"):
+        cli.main(["--checkpoint", "unused", "--tie-break", "random"])
     with pytest.raises(ValueError, match="selection must be 'uct' or 'puct', got 'ucb1'"):
         ab.pure_search_agent(4, selection="ucb1")
     for games in ("3", "0"):

@@ -45,7 +45,7 @@ import numpy as np
 
 from jaxpuct.alphazero.config import MAX_MOVES
 from jaxpuct.alphazero.scores import MatchScore, match_score
-from jaxpuct.selection import PUCTConfig
+from jaxpuct.selection import PUCTConfig, TieBreak
 
 __all__ = ["ARENA_GAMES", "Agent", "ArenaMismatchError", "BotSpec", "MatchResult",
            "check_same_position", "ensemble_members", "greedy_search", "make_bot",
@@ -282,24 +282,31 @@ def network_agent(run_dir: str, step: int | None = None,
     return (lambda keys, state: act(params, keys, state)), config.game, description
 
 
-def pure_search_rule(selection: str, uct_c: float = 2.0) -> tuple[PUCTConfig, str]:
+def pure_search_rule(selection: str, uct_c: float = 2.0,
+                     tie_break: TieBreak = "first") -> tuple[PUCTConfig, str]:
     """A pure search's selection rule and its words for a description:
     ``"uct"`` gives :meth:`jaxpuct.PUCTConfig.uct` with ``c = uct_c``, ``"puct"``
-    AlphaZero's default rule (which, with a uniform prior, explores too little).
+    AlphaZero's default rule (which, with a uniform prior, explores too little);
+    ``tie_break`` (:class:`jaxpuct.PUCTConfig`) for either: ``"random"`` tries
+    unvisited actions in a random order, as MCTSBot, where ``"first"`` takes the
+    lowest index.
 
     Raises:
       ValueError: another ``selection``.
     """
+    # The default's words stay as they were recorded before the option.
+    ties = "" if tie_break == "first" else f", ties {tie_break}"
     if selection == "uct":
-        return PUCTConfig.uct(uct_c), f"UCT search (c = {uct_c:g}"
+        return PUCTConfig.uct(uct_c, tie_break), f"UCT search (c = {uct_c:g}{ties}"
     if selection == "puct":
-        return PUCTConfig(), "PUCT search (uniform prior"
+        return PUCTConfig(tie_break=tie_break), f"PUCT search (uniform prior{ties}"
     raise ValueError(f"selection must be 'uct' or 'puct', got {selection!r}")
 
 
 def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
                       solver: bool = False, selection: str = "uct",
-                      uct_c: float = 2.0) -> tuple[Agent, str]:
+                      uct_c: float = 2.0, tie_break: TieBreak = "first"
+                      ) -> tuple[Agent, str]:
     """A greedy search without a network and, at each new leaf, ``value``
     ``"zero"`` (only terminal rewards inform it) or ``"rollouts"`` (the outcome of one
     uniform random rollout to the end of the game, :mod:`jaxpuct.envs.rollouts` with
@@ -307,7 +314,9 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
     ``MCTSBot(solve=True)``).
 
     ``selection``: ``"uct"`` (:meth:`jaxpuct.PUCTConfig.uct` with ``c = uct_c``,
-    MCTSBot's rule: every move tried once, then ``Q + c sqrt(log N / n)``) or
+    MCTSBot's rule: every move tried once, then ``Q + c sqrt(log N / n)``; the
+    untried ones lowest index first, or with ``tie_break="random"`` in a random order
+    as MCTSBot's) or
     ``"puct"`` (AlphaZero's rule with a uniform prior, made to follow a network's
     prior: with none it explores too little; in connect four at equal simulations,
     100 and 1,000, it scored 0.25 and 0.36 against MCTSBot where UCT scored 0.40 and
@@ -324,7 +333,7 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
     _check_game(game)
     if value not in ("zero", "rollouts"):
         raise ValueError(f"value must be 'zero' or 'rollouts', got {value!r}")
-    rule, rule_words = pure_search_rule(selection, uct_c)
+    rule, rule_words = pure_search_rule(selection, uct_c, tie_break)
     pgx_game = make_pgx_game(game)
     # batch_size 1: only the search fields matter here (the buffer is never built).
     config = SelfPlayConfig(game=game, num_simulations=num_simulations, batch_size=1,

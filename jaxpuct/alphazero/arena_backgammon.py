@@ -76,6 +76,7 @@ from jaxpuct.alphazero.arena import (
     pure_search_rule,
 )
 from jaxpuct.envs import pgx_backgammon as bg
+from jaxpuct.selection import TieBreak
 from jaxpuct.stochastic import ChanceBackup, ChanceTies
 
 __all__ = ["BackgammonAgent", "BackgammonResult", "OPENSPIEL_PARAMS", "check_legal_sets",
@@ -335,7 +336,8 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
                       rules: str = "standard", selection: str = "uct",
                       uct_c: float = 2.0, reuse_within_turn: bool = False,
                       reuse_simulations: int = 0, solver: bool = False,
-                      chance_ties: ChanceTies = "first") -> tuple[BackgammonAgent, str]:
+                      chance_ties: ChanceTies = "first", tie_break: TieBreak = "first"
+                      ) -> tuple[BackgammonAgent, str]:
     """A greedy :func:`jaxpuct.stochastic_policy` over pgx backgammon
     (:mod:`jaxpuct.envs.pgx_backgammon`): no network, ``value`` ``"rollouts"``
     (one uniform random rollout per new node, as MCTSBot's evaluator) or
@@ -364,14 +366,16 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
 
     ``chance_ties``: which of the equally likely rolls a chance node takes first
     (:func:`jaxpuct.stochastic_search`): ``"first"``, the lowest-index (1-2, 1-3, ...),
-    or ``"random"``.
+    or ``"random"``. ``tie_break``: the same at decision nodes
+    (:class:`jaxpuct.PUCTConfig`): ``"first"`` tries the untried micro-moves lowest
+    index first, ``"random"`` in a random order (MCTSBot shuffles them).
 
     Returns:
       ``(agent, description)``; the agent is jitted for the batch size it is given.
     """
     import jaxpuct
     _check_reuse(reuse_within_turn, reuse_simulations)
-    rule, rule_words = pure_search_rule(selection, uct_c)
+    rule, rule_words = pure_search_rule(selection, uct_c, tie_break)
     root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps, rules)
     # Values are points: a backgammon (3) is the best a move can reach.
     proofs = jaxpuct.SolverConfig(value_bound=3.0) if solver else False
