@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ensemble", default="",
                    help="other runs of the same network, separated by commas: their newest "
                    "checkpoints join --run-dir's in one averaged network (probabilities "
-                   "and values; jaxpuct.envs.ensemble)")
+                   "and values; jaxpuct.envs.ensemble); RUN@STEP for checkpoint STEP")
     p.add_argument("--data-dir", default=cs.DATA_DIR,
                    help="the set files (default: the shipped ones; another seed's from "
                    "python -m benchmarks.connect_four_sets --generate --data-dir)")

@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ensemble", default="",
                    help="other runs of the same network, separated by commas: their newest "
                    "checkpoints join --run-dir's in one averaged network "
-                   "(jaxpuct.envs.ensemble)")
+                   "(jaxpuct.envs.ensemble); RUN@STEP for checkpoint STEP")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     known = settings()

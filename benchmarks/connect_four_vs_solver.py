@@ -269,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the agent's search as a graph (default: as the run trained)")
     p.add_argument("--agent-ensemble", default="",
                    help="other runs of the same network, separated by commas, averaged with "
-                   "the run's (jaxpuct.envs.ensemble)")
+                   "the run's (jaxpuct.envs.ensemble); RUN@STEP for checkpoint STEP")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     agent, who = agent_player(a.run_dir, a.step, a.simulations, solver=a.agent_solver,

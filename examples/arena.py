@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--agent-ensemble", default="",
                     help="other runs of the same network as --run-dir, separated by commas: "
                     "their newest checkpoints join its network, the search evaluating the "
-                    "mean of their probabilities and values (jaxpuct.envs.ensemble)")
+                    "mean of their probabilities and values (jaxpuct.envs.ensemble); "
+                    "RUN@STEP for checkpoint STEP of RUN")
     op = p.add_argument_group("OpenSpiel opponent")
     op.add_argument("--opponent", choices=("mcts", "random"), default="mcts")
     op.add_argument("--opponent-simulations", type=int, default=1000)

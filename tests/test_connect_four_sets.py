@@ -265,3 +265,17 @@ def test_play_settings_search_is_the_perfect_benchmarks_and_its_cli(tmp_path, ca
                        match="--ensemble: ensemble member .* has another network: channels 8 "
                        "against 4"):
         Probe(run_dir, [], 8, ensemble=[str(tmp_path / "wide")])
+    # RUN_DIR@STEP names a checkpoint (a snapshot ensemble); a missing one or a step
+    # that is not a number is refused by name.
+    from jaxpuct.alphazero import arena as arena_lib
+    step = probe.steps()[-1]
+    [(member, iteration, member_params)] = arena_lib.ensemble_members([f"{copy}@{step}"],
+                                                                      config)
+    assert (member, iteration) == (copy, step)
+    np.testing.assert_array_equal(jax.tree.leaves(member_params)[0],
+                                  jax.tree.leaves(params)[0])
+    with pytest.raises(checkpoints.CheckpointError, match=f"no checkpoint {step + 1} in"):
+        arena_lib.ensemble_members([f"{copy}@{step + 1}"], config)
+    with pytest.raises(ValueError, match="RUN_DIR@STEP with STEP a checkpoint number, got "
+                       "step 'last'"):
+        arena_lib.ensemble_members([f"{copy}@last"], config)

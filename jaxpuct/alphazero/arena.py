@@ -193,24 +193,30 @@ def split_run_dirs(text: str) -> list[str]:
 
 
 def ensemble_members(run_dirs: Sequence[str], config: Any) -> list[tuple[str, int, Any]]:
-    """The newest checkpoints of other runs of ``config``'s network, to average
-    with it (:mod:`jaxpuct.envs.ensemble`).
+    """Checkpoints of runs of ``config``'s network, to average with it
+    (:mod:`jaxpuct.envs.ensemble`): each member's newest, or ``RUN_DIR@STEP`` for
+    checkpoint ``STEP`` (an earlier checkpoint of the same run: a snapshot
+    ensemble, Huang et al. 2017, "Snapshot ensembles: train 1, get M for free").
 
     Args:
-      run_dirs: run directories of ``examples/selfplay.py``.
+      run_dirs: run directories of ``examples/selfplay.py``, each optionally
+        followed by ``@STEP``.
       config: the ``SelfPlayConfig`` of the run they join.
 
     Returns:
       ``[(run_dir, iteration, params)]``, in the order given.
 
     Raises:
-      ValueError: a run of another network (the differing fields are named).
-      CheckpointError: a directory that holds no run, or no intact checkpoint.
+      ValueError: a run of another network (the differing fields are named), or a
+        step that is not a number.
+      CheckpointError: a directory that holds no run, no intact checkpoint, or not
+        the named one.
     """
     from jaxpuct.alphazero import checkpoints
     from jaxpuct.alphazero.trainer import Trainer
     out = []
-    for run_dir in run_dirs:
+    for member in run_dirs:
+        run_dir, step = _member_step(member)
         _check_run_dir(run_dir, "ensemble member")
         other = checkpoints.load_config(run_dir)
         differ = [f"{f} {getattr(other, f)!r} against {getattr(config, f)!r}"
@@ -219,9 +225,20 @@ def ensemble_members(run_dirs: Sequence[str], config: Any) -> list[tuple[str, in
             raise ValueError(f"ensemble member {run_dir!r} has another network: "
                              f"{'; '.join(differ)}")
         trainer = Trainer(other, devices=jax.devices()[:1])
-        ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), other)
+        ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), other, step)
         out.append((run_dir, int(ts.iteration), ts.params))
     return out
+
+
+def _member_step(member: str) -> tuple[str, int | None]:
+    """``"R@800"`` -> ``("R", 800)``; ``"R"`` -> ``("R", None)``."""
+    run_dir, sep, step = member.rpartition("@")
+    if not sep:
+        return member, None
+    if not step.isdigit():
+        raise ValueError(f"ensemble member {member!r}: expected RUN_DIR or RUN_DIR@STEP with "
+                         f"STEP a checkpoint number, got step {step!r}")
+    return run_dir, int(step)
 
 
 def network_agent(run_dir: str, step: int | None = None,
