@@ -26,7 +26,7 @@ from jaxpuct.testing import check_tree, random_games, stochastic_games
 B, S = 2, 8
 POLICIES = ("alphazero", "gumbel", "stochastic", "stochastic_gumbel", "sampled")
 FEATURES = ("plain", "reuse", "leaves", "solver", "lcb", "dirichlet", "early_stop",
-            "tree_bounds", "chance_ties")
+            "tree_bounds", "chance_ties", "tie_break")
 MODES = ("tree", "graph")
 
 # (policy, feature, mode) -> the words a refusal's message must contain.
@@ -51,6 +51,8 @@ NOT_APPLICABLE |= {("stochastic_gumbel", "leaves", m) for m in MODES}
 # chance_ties is the chance quota rule's: only the policies with chance nodes take it.
 NOT_APPLICABLE |= {(p, "chance_ties", m) for p in ("alphazero", "gumbel", "sampled")
                    for m in MODES}
+# tie_break is the PUCT rule's: the Gumbel roots and their interiors take none.
+NOT_APPLICABLE |= {(p, "tie_break", m) for p in ("gumbel", "stochastic_gumbel") for m in MODES}
 STOCHASTIC = ("stochastic", "stochastic_gumbel")
 
 _FOREST, _ROOTS, _ = sc.game_forest(range(B))
@@ -78,6 +80,8 @@ def _keywords(policy: str, feature: str, mode: str) -> dict:
         kw["max_nodes"] = 2 * S + 1
     if feature == "tree_bounds":  # MuZero's one pair of min-max Q bounds per search
         kw["selection"] = jaxpuct.PUCTConfig.mctx_muzero(minmax_bounds="tree")
+    if feature == "tie_break":  # UCT, whose untried actions all tie
+        kw["selection"] = jaxpuct.PUCTConfig.uct(tie_break="random")
     return kw
 
 
@@ -254,7 +258,7 @@ SAMPLED_GUMBEL_REFUSED = {
 }
 # No Dirichlet noise and no PUCT selection at a Gumbel root (as for gumbel_policy).
 SAMPLED_GUMBEL_CELLS = [("sampled_gumbel", f, m) for f in FEATURES for m in MODES
-                        if f not in ("dirichlet", "tree_bounds", "chance_ties")]
+                        if f not in ("dirichlet", "tree_bounds", "chance_ties", "tie_break")]
 
 
 @functools.partial(sc.jit, static_argnames=("feature", "mode"))
