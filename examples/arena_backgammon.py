@@ -39,9 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "--checkpoint the network's, and recorded as 'network'")
     p.add_argument("--chance-backup", choices=("visits", "expectation"),
                    default="expectation")
-    p.add_argument("--chance-ties", choices=("first", "random"), default="first",
+    p.add_argument("--chance-ties", choices=("first", "random", "shared"), default="first",
                    help="which of the equally likely rolls a chance node of the tree takes "
-                        "first: the lowest-index (1-2, 1-3, ...) or one at random")
+                        "first: the lowest-index (1-2, 1-3, ...), one at random at every "
+                        "visit, or the first in a random order drawn once per search (the "
+                        "same at every chance node: sibling moves see the same rolls)")
     p.add_argument("--tie-break", choices=("first", "random"), default="first",
                    help="the pure search's ties at decision nodes (UCT's untried "
                         "micro-moves): the lowest index first, or a random order as "

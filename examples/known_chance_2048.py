@@ -74,7 +74,8 @@ class Config:
         gumbel (stochastic_gumbel_policy: Gumbel root and sequential halving, the
         root rule of the MuZero example's 2048 runs).
       chance_ties: which of the equally likely spawns a chance node takes first:
-        the lowest-index cells (first) or one at random (random);
+        the lowest-index cells (first), one at random at every visit (random), or
+        the first in a random order of the cells drawn once per search (shared);
         ``jaxpuct.stochastic_policy``'s ``chance_ties``.
     """
 
@@ -96,7 +97,8 @@ class Config:
     policy: str = dataclasses.field(default="alphazero",
                                     metadata={"choices": ("alphazero", "gumbel")})
     chance_ties: str = dataclasses.field(default="first",
-                                         metadata={"choices": ("first", "random")})
+                                         metadata={"choices": ("first", "random",
+                                                               "shared")})
 
     @property
     def support(self) -> Support:

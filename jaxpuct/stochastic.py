@@ -21,12 +21,18 @@ Environments with a Learned Model", ICLR 2022
   (outcomes with ``p = 0`` are never taken). That rule is Jefferson/D'Hondt
   apportionment, so after ``n`` visits ``N(c) >= floor(n p(c))``, whichever
   of the tied outcomes is taken. ``chance_ties`` says which: ``"first"`` (the
-  lowest index, as mctx's ``argmax``) or ``"random"`` (uniformly
-  among the tied outcomes, from the tree's own key). Ties are the rule with
+  lowest index, as mctx's ``argmax``), ``"random"`` (uniformly
+  among the tied outcomes, drawn afresh at every visit from the tree's own key) or
+  ``"shared"`` (the first in a random order of the outcomes drawn once per tree
+  and search, the same at every chance node of that search). Ties are the rule with
   exact probabilities, where many outcomes are equally likely: with ``"first"``
   a chance node visited ``k`` times has seen the same ``k`` lowest-index
   outcomes in every search (a backgammon opponent's rolls 1-2, 1-3, 1-4; 2048's
-  new tile in the first empty cells), so its value leans towards them.
+  new tile in the first empty cells), so its value leans towards them. With
+  ``"random"`` sibling chance nodes (the afterstates of two moves) see different
+  outcomes, so the comparison of the moves carries the outcomes' luck; ``"first"``
+  and ``"shared"`` show every sibling the same outcomes in the same order (common
+  random numbers), and ``"shared"`` changes that order from one search to the next.
 
 Layout. The engine's :class:`jaxpuct.tree.Tree` is used unchanged, with edge arrays
 of width ``W = max(A, C)``: a decision node's edges ``a >= A`` and a chance node's
@@ -94,8 +100,11 @@ from jaxpuct.walk import Walk
 
 ChanceBackup = Literal["visits", "expectation"]
 _CHANCE_BACKUPS = ("visits", "expectation")
-ChanceTies = Literal["first", "random"]
-_CHANCE_TIES = ("first", "random")
+ChanceTies = Literal["first", "random", "shared"]
+_CHANCE_TIES = ("first", "random", "shared")
+# Salt of the per-search outcome order of chance_ties="shared" (apart from the
+# selection's own draws from the same per-tree keys).
+_ORDER_SALT = 0x6F726472
 
 
 @pytree_dataclass
@@ -195,28 +204,46 @@ def chance_scores(tree: Tree, node: jax.Array) -> jax.Array:
     return jnp.where(legal, prior / (visits + 1.0), -jnp.inf)
 
 
-def chance_outcome(scores: jax.Array, ties: ChanceTies, rng_keys: jax.Array) -> jax.Array:
+def chance_order(element_keys: jax.Array, width: int) -> jax.Array:
+    """``[B, width]`` float32 in [0, 1): the outcome order of ``chance_ties="shared"``
+    for one search, drawn from each tree's key (``element_keys [B]``); a higher
+    draw comes first."""
+    return jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, _ORDER_SALT),
+                                                 (width,)))(element_keys)
+
+
+def chance_outcome(scores: jax.Array, ties: ChanceTies, rng_keys: jax.Array,
+                   order: jax.Array | None = None) -> jax.Array:
     """``[B]`` int32 the outcome of highest quota score (``scores [B, W]``);
-    among equal scores the lowest index (``ties="first"``) or one drawn
-    uniformly with each tree's key (``rng_keys [B]``, ``ties="random"``). A row
-    with no finite score gets 0 either way."""
+    among equal scores the lowest index (``ties="first"``), one drawn uniformly
+    with each tree's key (``rng_keys [B]``, ``ties="random"``), or the first in
+    the search's ``order [B, W]`` (:func:`chance_order`, ``ties="shared"``). A row
+    with no finite score gets 0 in every mode."""
     if ties == "first":
         return jnp.argmax(scores, axis=-1).astype(jnp.int32)
     best = jnp.max(scores, axis=-1, keepdims=True)
     tied = (scores == best) & jnp.isfinite(scores)
-    # Its own stream: the decision rule's tie noise may draw from the same keys.
-    draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1),
-                                                  (scores.shape[-1],)))(rng_keys)
+    if ties == "shared":
+        if order is None:
+            raise ValueError("chance_ties='shared' needs the search's outcome order: "
+                             "expected order [B, W] (chance_order), got None.")
+        draws = order
+    else:
+        # Its own stream: the decision rule's tie noise may draw from the same keys.
+        draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1),
+                                                      (scores.shape[-1],)))(rng_keys)
     return jnp.argmax(jnp.where(tied, draws, -1.0), axis=-1).astype(jnp.int32)
 
 
-def stochastic_rule(decision: SelectionRule, ties: ChanceTies = "first") -> SelectionRule:
+def stochastic_rule(decision: SelectionRule, ties: ChanceTies = "first",
+                    order: jax.Array | None = None) -> SelectionRule:
     """``decision``'s rule at decision nodes, the chance quota rule at chance
-    nodes (the root is a decision node), its ties broken as ``ties`` says."""
+    nodes (the root is a decision node), its ties broken as ``ties`` says
+    (``order [B, W]``: the search's outcome order, for ``ties="shared"``)."""
 
     def interior(tree, node, depth, rng_keys):
         action = decision.interior(tree, node, depth, rng_keys)
-        outcome = chance_outcome(chance_scores(tree, node), ties, rng_keys)
+        outcome = chance_outcome(chance_scores(tree, node), ties, rng_keys, order)
         return jnp.where(gather_rows(is_decision_node(tree), node), action, outcome)
 
     return SelectionRule(root=decision.root, interior=interior)
@@ -576,7 +603,9 @@ def _stochastic_call(params: Any, rng_key: jax.Array, root: Any, functions: tupl
                              tree=tree, max_nodes=call.max_nodes, graph=call.graph,
                              noise=noise, root_prior=root_prior, chance=layout)
     selection = call.selection if decision_rule is None else decision_rule(prepared)
-    rule = stochastic_rule(frame.selection_rule(selection, options), call.chance_ties)
+    order = (chance_order(prepared.keys.elements, layout.width)
+             if call.chance_ties == "shared" else None)
+    rule = stochastic_rule(frame.selection_rule(selection, options), call.chance_ties, order)
     expander = ChanceExpander(decision_recurrent_fn, chance_recurrent_fn, layout,
                               prepared.tree.graph)
     search_tree, calls = frame.search(params, prepared, expander, rule, options)
@@ -627,8 +656,9 @@ def stochastic_search(
       root_prior: optional ``[B, A]`` prior to select with at the root (noise).
       chance_backup: ``"visits"`` or ``"expectation"`` (module docstring).
       chance_ties: which of the outcomes tied under the quota rule a chance node
-        takes: ``"first"`` (lowest index, mctx's) or ``"random"`` (module
-        docstring).
+        takes: ``"first"`` (lowest index, mctx's), ``"random"`` (drawn at every
+        visit) or ``"shared"`` (a random order per search, the same at every chance
+        node) (module docstring).
       tree: a tree with chance nodes to continue, rooted at a decision node (from
         :func:`jaxpuct.subtree_path` over an action and its outcome).
       graph: ``GraphConfig`` for graph search over chance nodes (see
@@ -707,8 +737,8 @@ def stochastic_policy(
       dirichlet_alpha: root noise concentration.
       temperature: τ for the move and the target ``N^(1/τ)``; 0 is argmax.
       chance_backup: ``"visits"`` (mctx) or ``"expectation"`` (exact ``p``).
-      chance_ties: ``"first"`` (mctx) or ``"random"``: which tied outcome the
-        quota rule takes (see :func:`stochastic_search`).
+      chance_ties: ``"first"`` (mctx), ``"random"`` or ``"shared"``: which tied
+        outcome the quota rule takes (see :func:`stochastic_search`).
       tree: continue a tree with chance nodes rooted at a decision node
         (:func:`jaxpuct.subtree_path` over ``[action, outcome]``).
       graph: ``GraphConfig`` for graph search over chance nodes: states and

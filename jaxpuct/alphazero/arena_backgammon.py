@@ -366,7 +366,8 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
 
     ``chance_ties``: which of the equally likely rolls a chance node takes first
     (:func:`jaxpuct.stochastic_search`): ``"first"``, the lowest-index (1-2, 1-3, ...),
-    or ``"random"``. ``tie_break``: the same at decision nodes
+    ``"random"`` (drawn at every visit) or ``"shared"`` (a random order per search,
+    the same at every chance node). ``tie_break``: the same at decision nodes
     (:class:`jaxpuct.PUCTConfig`): ``"first"`` tries the untried micro-moves lowest
     index first, ``"random"`` in a random order (MCTSBot shuffles them).
 
