@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit("error: --solver is the pure search's")
         if args.tie_break != "first":
             sys.exit("error: --tie-break is the pure search's; with --checkpoint the "
-                     "network's prior breaks UCT's ties")
+                     "search is PUCT over the network's prior")
         if args.selection is not None:
             sys.exit("error: --selection is the pure search's; with --checkpoint the "
                      "network's prior is searched with PUCT")
