@@ -37,6 +37,21 @@ def batch_where(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     return jax.tree.map(pick, on_true, on_false)
 
 
+def key_uniform(rng_keys: jax.Array, width: int, salt: int) -> jax.Array:
+    """``[B, width]`` uniform draws in [0, 1), row ``b`` from ``rng_keys[b]`` folded
+    with ``salt`` (so draws for different purposes from the same keys differ)."""
+    return jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, salt),
+                                                 (width,)))(rng_keys)
+
+
+def argmax_by_priority(scores: jax.Array, priority: jax.Array) -> jax.Array:
+    """``[B]`` int32: among the entries of ``scores [B, W]`` equal to the row's
+    maximum (and above ``-inf``), the one of highest ``priority [B, W]``; 0 where
+    every score is ``-inf``."""
+    tied = (scores == jnp.max(scores, axis=-1, keepdims=True)) & (scores > -jnp.inf)
+    return jnp.argmax(jnp.where(tied, priority, -1.0), axis=-1).astype(jnp.int32)
+
+
 def finite_or_zero(x: jax.Array) -> jax.Array:
     """``x`` as float32 with NaN and +-inf replaced by 0 (a diverged network's value)."""
     x = x.astype(jnp.float32)

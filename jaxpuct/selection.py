@@ -99,7 +99,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpuct import validation
-from jaxpuct.numerics import gather_rows
+from jaxpuct.numerics import argmax_by_priority, gather_rows, key_uniform
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
 
 Form = Literal["puct", "uct_log", "ucb1"]
@@ -493,11 +493,7 @@ def best_action(config: PUCTConfig, scores: jax.Array, rng_keys: jax.Array) -> j
     if config.tie_break == "first":
         return jnp.argmax(scores, axis=-1).astype(jnp.int32)
     # A stream of its own, apart from tie_noise's draw from the same keys.
-    uniform = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1),
-                                                    (scores.shape[-1],)))(rng_keys)
-    top = jnp.max(scores, axis=-1, keepdims=True)
-    tied = (scores == top) & (scores > -jnp.inf)
-    return jnp.argmax(jnp.where(tied, uniform, -1.0), axis=-1).astype(jnp.int32)
+    return argmax_by_priority(scores, key_uniform(rng_keys, scores.shape[-1], 1))
 
 
 def puct_rule(config: PUCTConfig) -> SelectionRule:

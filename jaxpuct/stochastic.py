@@ -90,7 +90,13 @@ from jaxpuct.backup import store_leaves
 from jaxpuct.final_move import choose_action, lcb_action, visit_policy
 from jaxpuct.graph import GraphConfig
 from jaxpuct.indexing import row_add, row_set, row_take
-from jaxpuct.numerics import finite_or_zero, gather_rows, prior_and_legal
+from jaxpuct.numerics import (
+    argmax_by_priority,
+    finite_or_zero,
+    gather_rows,
+    key_uniform,
+    prior_and_legal,
+)
 from jaxpuct.policies import check_policy_numbers
 from jaxpuct.selection import PUCTConfig, SelectionRule
 from jaxpuct.tree import ILLEGAL, ChanceLayout, NodeData, Tree, edge_qvalues, present
@@ -208,8 +214,7 @@ def chance_order(element_keys: jax.Array, width: int) -> jax.Array:
     """``[B, width]`` float32 in [0, 1): the outcome order of ``chance_ties="shared"``
     for one search, drawn from each tree's key (``element_keys [B]``); a higher
     draw comes first."""
-    return jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, _ORDER_SALT),
-                                                 (width,)))(element_keys)
+    return key_uniform(element_keys, width, _ORDER_SALT)
 
 
 def chance_outcome(scores: jax.Array, ties: ChanceTies, rng_keys: jax.Array,
@@ -221,18 +226,13 @@ def chance_outcome(scores: jax.Array, ties: ChanceTies, rng_keys: jax.Array,
     with no finite score gets 0 in every mode."""
     if ties == "first":
         return jnp.argmax(scores, axis=-1).astype(jnp.int32)
-    best = jnp.max(scores, axis=-1, keepdims=True)
-    tied = (scores == best) & jnp.isfinite(scores)
     if ties == "shared":
         if order is None:
             raise ValueError("chance_ties='shared' needs the search's outcome order: "
                              "expected order [B, W] (chance_order), got None.")
-        draws = order
-    else:
-        # Its own stream: the decision rule's tie noise may draw from the same keys.
-        draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1),
-                                                      (scores.shape[-1],)))(rng_keys)
-    return jnp.argmax(jnp.where(tied, draws, -1.0), axis=-1).astype(jnp.int32)
+        return argmax_by_priority(scores, order)
+    # Its own stream: the decision rule's tie noise may draw from the same keys.
+    return argmax_by_priority(scores, key_uniform(rng_keys, scores.shape[-1], 1))
 
 
 def stochastic_rule(decision: SelectionRule, ties: ChanceTies = "first",
