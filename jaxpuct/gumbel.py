@@ -281,17 +281,24 @@ def interior_scores(stats: NodeStats) -> jax.Array:
     return jnp.where(stats.legal, scores, -jnp.inf)
 
 
-def considered_scores(stats: NodeStats, gumbel: jax.Array, visits: jax.Array,
+def root_ranking(stats: NodeStats, gumbel: jax.Array) -> jax.Array:
+    """``[B, A]`` ``g + logits - max(logits)``: the part of the root's score that
+    a search does not change (the root's prior and legal mask are fixed while it
+    runs), computed once per search; ``gumbel`` is ``[B, A]``."""
+    top = jnp.max(jnp.where(stats.legal, stats.logits, MASKED_LOGIT), axis=-1, keepdims=True)
+    return gumbel + (stats.logits - top)
+
+
+def considered_scores(ranking: jax.Array, stats: NodeStats, visits: jax.Array,
                       considered_visit: jax.Array) -> jax.Array:
     """``[B, A]`` ``max(MASKED_LOGIT, g + logits - max(logits) + σ(q̂))`` where
     ``visits [B, A] == considered_visit [B]`` and the action is legal, ``-inf``
     elsewhere (mctx's ``score_considered`` with its root mask).
 
-    ``visits`` are the counts sequential halving schedules (see
-    :func:`gumbel_policy` on tree reuse); ``gumbel`` is ``[B, A]``.
+    ``ranking`` is :func:`root_ranking` ``[B, A]``; ``visits`` are the counts
+    sequential halving schedules (see :func:`gumbel_policy` on tree reuse).
     """
-    top = jnp.max(jnp.where(stats.legal, stats.logits, MASKED_LOGIT), axis=-1, keepdims=True)
-    score = jnp.maximum(MASKED_LOGIT, gumbel + (stats.logits - top) + stats.sigma)
+    score = jnp.maximum(MASKED_LOGIT, ranking + stats.sigma)
     eligible = stats.legal & (visits == considered_visit[:, None])
     return jnp.where(eligible, score, -jnp.inf)
 
@@ -309,13 +316,14 @@ def gumbel_interior_rule(config: CompletedQConfig) -> ActionFn:
     return action
 
 
-def gumbel_root_rule(config: CompletedQConfig, gumbel: jax.Array, base_visits: jax.Array,
+def gumbel_root_rule(config: CompletedQConfig, ranking: jax.Array, base_visits: jax.Array,
                      num_considered: jax.Array, table: np.ndarray) -> ActionFn:
     """The root ``ActionFn``: sequential halving with Gumbel.
 
     Args:
       config: the Q transform.
-      gumbel: ``[B, A]`` Gumbel draw of this search (already scaled).
+      ranking: ``[B, A]`` :func:`root_ranking` of this search's (scaled) Gumbel
+        draw.
       base_visits: ``[B, A]`` root visits before the search (0 for a new tree);
         the schedule counts only the visits above them.
       num_considered: ``[B]`` int32 ``min(m, number of legal root actions)``.
@@ -331,7 +339,7 @@ def gumbel_root_rule(config: CompletedQConfig, gumbel: jax.Array, base_visits: j
         new_visits = stats.visits - base_visits
         simulation = jnp.clip(jnp.sum(new_visits, axis=-1), 0, last)
         considered_visit = schedule[num_considered, simulation]
-        scores = considered_scores(stats, gumbel, new_visits, considered_visit)
+        scores = considered_scores(ranking, stats, new_visits, considered_visit)
         return jnp.argmax(scores, axis=-1).astype(jnp.int32)
 
     return action
@@ -480,14 +488,15 @@ class GumbelRoot:
 
     Attributes:
       qtransform: the Q transform.
-      gumbel: ``[B, W]`` the scaled Gumbel draw (0 past the decision actions).
+      ranking: ``[B, W]`` :func:`root_ranking` of the scaled Gumbel draw (0
+        past the decision actions) and the root's prior.
       start: the root's :class:`NodeStats` before the search.
       num_considered: ``[B]`` int32 ``min(m, legal root actions)``.
       table: ``[m + 1, S]`` :func:`considered_visits_table`.
     """
 
     qtransform: CompletedQConfig
-    gumbel: jax.Array
+    ranking: jax.Array
     start: NodeStats
     num_considered: jax.Array
     table: np.ndarray
@@ -519,13 +528,13 @@ class GumbelRoot:
         root_index = jnp.full((batch_size,), Tree.ROOT_INDEX, jnp.int32)
         start = node_stats(tree, qtransform, root_index, is_root=True)
         num_legal = jnp.sum(start.legal, axis=-1).astype(jnp.int32)
-        return cls(qtransform=qtransform, gumbel=gumbel, start=start,
+        return cls(qtransform=qtransform, ranking=root_ranking(start, gumbel), start=start,
                    num_considered=jnp.minimum(max_considered, num_legal),
                    table=considered_visits_table(max_considered, num_simulations))
 
     def rule(self) -> ActionFn:
         """The root ``ActionFn`` (sequential halving with the draw)."""
-        return gumbel_root_rule(self.qtransform, self.gumbel, self.start.visits,
+        return gumbel_root_rule(self.qtransform, self.ranking, self.start.visits,
                                 self.num_considered, self.table)
 
     def move(self, tree: Tree, final_move: str, solver: bool
@@ -537,7 +546,7 @@ class GumbelRoot:
         final = node_stats(tree, self.qtransform, root_index, is_root=True)
         new_visits = final.visits - self.start.visits
         most_visited = jnp.max(jnp.where(final.legal, new_visits, 0), axis=-1)
-        scores = considered_scores(final, self.gumbel, new_visits, most_visited)
+        scores = considered_scores(self.ranking, final, new_visits, most_visited)
         has_legal = jnp.any(final.legal, axis=-1)
         action = jnp.where(has_legal, jnp.argmax(scores, axis=-1), -1).astype(jnp.int32)
         if final_move == "lcb":

@@ -103,15 +103,22 @@ def prior_and_legal(logits: jax.Array, legal: jax.Array) -> tuple[jax.Array, jax
     masked = is_masked_logit(logits)
     logits = logits.astype(jnp.float32)
     legal = legal.astype(jnp.bool_)
-    diverged = jnp.any(legal & (jnp.isnan(logits) | (logits == jnp.inf)), axis=-1,
-                       keepdims=True)
     possible = legal & ~masked
-    fallback = diverged | ~jnp.any(possible, axis=-1, keepdims=True)
+    # One row reduction decides the row and gives its softmax shift: a diverged
+    # legal logit (NaN, +inf) ranks +inf, a masked or illegal one -inf, so the row
+    # maximum is finite exactly when no legal logit diverged and some legal one is
+    # unmasked, and then it is the maximum over the unmasked legal logits. Every
+    # reduction is a loop of its own in the compiled search (two call sites per
+    # simulation), where the row's tests as separate any()s took three.
+    diverged = legal & (jnp.isnan(logits) | (logits == jnp.inf))
+    ranked = jnp.where(diverged, jnp.inf, jnp.where(possible, logits, -jnp.inf))
+    top = jnp.max(ranked, axis=-1, keepdims=True)
+    fallback = ~jnp.isfinite(top)
     legal = jnp.where(fallback, legal, possible)
+    # A fallback row is uniform over its legal actions: logits 0, shift 0.
     logits = jnp.where(fallback, 0.0, logits)
     logits = jnp.where(legal, logits, -jnp.inf)
-    top = jnp.max(logits, axis=-1, keepdims=True)
-    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    top = jnp.where(fallback, 0.0, top)
     return normalize(jnp.where(legal, jnp.exp(logits - top), 0.0)), legal
 
 
