@@ -87,8 +87,9 @@ def prior_and_legal(logits: jax.Array, legal: jax.Array) -> tuple[jax.Array, jax
       never searched nor played.
     * A row where a legal action's logit is NaN or ``+inf`` (a diverged
       network), or where every legal logit is masked so (``-inf`` or
-      ``finfo.min``), gets the uniform distribution over its legal actions,
-      and its mask is kept.
+      ``finfo.min``) or is ``-inf`` after the cast to float32 (a float64 logit
+      below float32's range), gets the uniform distribution over its legal
+      actions, and its mask is kept.
     * A row with no legal action gets all zeros.
 
     Args:

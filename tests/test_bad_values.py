@@ -179,6 +179,13 @@ def test_search_runs_without_warnings_with_x64_enabled():
                 None, jax.random.PRNGKey(1), None, recurrent_fn, 8,
                 tree=jaxpuct.subtree(out.search_tree, out.action, graph=graph)[0],
                 graph=graph))(out)
+        # A float64 logit that is not masked in float64 but becomes -inf in the
+        # search's float32: a row with no other usable logit takes the fallback.
+        prior, legal = jax.jit(jaxpuct.numerics.prior_and_legal)(
+            jnp.array([[-1e300, -jnp.inf, 0.0]], jnp.float64),
+            jnp.array([[True, True, False]]))
+        assert prior.tolist() == [[0.5, 0.5, 0.0]], prior
+        assert legal.tolist() == [[True, True, False]], legal
         print("ok")
     """)
     env = dict(os.environ, PYTHONPATH=ROOT_DIR)
