@@ -108,9 +108,9 @@ def prior_and_legal(logits: jax.Array, legal: jax.Array) -> tuple[jax.Array, jax
     # One row reduction decides the row and gives its softmax shift: a diverged
     # legal logit (NaN, +inf) ranks +inf, a masked or illegal one -inf, so the row
     # maximum is finite exactly when no legal logit diverged and some legal one is
-    # unmasked, and then it is the maximum over the unmasked legal logits. Every
-    # reduction is a loop of its own in the compiled search (two call sites per
-    # simulation), where the row's tests as separate any()s took three.
+    # unmasked, and then it is the maximum over the unmasked legal logits. Each
+    # row reduction is a kernel of its own in the compiled search (this runs at
+    # every expansion), and two any()s and a max took three.
     diverged = legal & (jnp.isnan(logits) | (logits == jnp.inf))
     ranked = jnp.where(diverged, jnp.inf, jnp.where(possible, logits, -jnp.inf))
     top = jnp.max(ranked, axis=-1, keepdims=True)
