@@ -157,6 +157,14 @@ class SelfPlayConfig:
         from fewer simulations. A lockstep search ends only when all its trees
         stop, and games in their first temperature_moves plies never do. Policy
         alphazero or sampled (a Gumbel root refuses it).
+      opening_random_moves: M > 0: every new self-play game (not the evaluation
+        games) first plays k uniformly random legal moves, k drawn uniformly from
+        0..M per game, and only then starts searching and storing plies; a random
+        move that would end the game is skipped, so every game starts live. The
+        games then cover positions that self-play alone seldom reaches (as the
+        random games of Pons' connect-four test sets); the openings themselves
+        are not trained on, and temperature_moves counts from the first searched
+        ply. 0: every game starts at the initial position.
       max_nodes: tree capacity (0: num_simulations + 1, or twice the simulations
         with reuse_tree).
       seed: the run's RNG seed.
@@ -202,6 +210,7 @@ class SelfPlayConfig:
     solver: bool = False
     search_symmetry: str = _knob("none", choices=SEARCH_SYMMETRIES)
     early_stop: bool = False
+    opening_random_moves: int = _knob(0, minimum=0)
     max_nodes: int = _knob(0, minimum=0)
     seed: int = 0
 

@@ -40,7 +40,7 @@ from jaxpuct.types import PolicyOutput
 
 __all__ = ["Games", "SearchFns", "dense_weights", "fresh_tree", "init_games", "make_search_fns",
            "position_outcomes", "record_ply", "restart_finished", "search", "selfplay_step",
-           "visit_target"]
+           "visit_target", "with_random_openings"]
 
 
 @mutable_pytree_dataclass
@@ -259,6 +259,44 @@ def position_outcomes(rewards: jax.Array, player: jax.Array, terminal: jax.Array
     """
     outcome = jnp.take_along_axis(rewards.astype(jnp.float32), player, axis=1)
     return jnp.where(terminal[:, None], outcome, 0.0)
+
+
+_OPENING_KEY_STREAM = 0x0BE7  # fold_in data: keeps the openings' draws off pgx's own
+
+
+def with_random_openings(env: Environment, fresh_fn: Callable, max_moves: int) -> Callable:
+    """``fresh_fn`` (``keys [B] -> states [B]``) whose games first play random moves.
+
+    Each game draws ``k`` uniformly from ``0..max_moves`` and plays ``k`` moves,
+    each uniform over its legal moves; a move that would end the game is skipped
+    (the game stays where it was for that ply), so every returned game is live.
+    Self-play then starts from positions it would seldom reach by itself, as
+    opening books and KataGo's randomised openings (Wu 2019, "Accelerating
+    Self-Play Learning in Go") widen what a network sees. ``max_moves == 0``
+    returns ``fresh_fn`` itself.
+    """
+    if max_moves == 0:
+        return fresh_fn
+
+    def fresh(keys: jax.Array) -> Any:
+        state = fresh_fn(keys)
+        draws = jax.vmap(lambda k: jax.random.split(
+            jax.random.fold_in(k, _OPENING_KEY_STREAM), max_moves + 1))(keys)
+        count = jax.vmap(lambda k: jax.random.randint(k, (), 0, max_moves + 1))(draws[:, 0])
+
+        def one_ply(state, ply_and_keys):
+            ply, keys = ply_and_keys
+            legal = env.legal_mask(state)
+            action = jax.vmap(jax.random.categorical)(keys, jnp.where(legal, 0.0, -jnp.inf))
+            moved = env.step(state, action.astype(jnp.int32))
+            keep = (ply < count) & ~env.terminal(moved)
+            return batch_where(keep, moved, state), None
+
+        state, _ = jax.lax.scan(one_ply, state,
+                                (jnp.arange(max_moves), jnp.swapaxes(draws[:, 1:], 0, 1)))
+        return state
+
+    return fresh
 
 
 def restart_finished(fresh: Any, state: Any, finished: jax.Array) -> Any:

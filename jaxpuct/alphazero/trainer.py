@@ -113,7 +113,8 @@ class Trainer:
         self.fns = selfplay.make_search_fns(config, self.env, self.apply_fn,
                                             self.game.num_actions)
         pure = selfplay.make_search_fns(config, self.env, None, self.game.num_actions)
-        fresh = jax.vmap(self.game.env.init)
+        fresh = selfplay.with_random_openings(self.env, jax.vmap(self.game.env.init),
+                                              config.opening_random_moves)
         self.selfplay_step = jax.jit(functools.partial(selfplay.selfplay_step, self.fns, fresh),
                                      donate_argnums=(1, 2))
         self.train_step = jax.jit(functools.partial(
@@ -198,8 +199,11 @@ def _fresh_state(config: SelfPlayConfig, rng: jax.Array) -> TrainState:
     obs_dtype = jax.eval_shape(game.env.init, probe).observation.dtype
     buffer = empty_buffer(config.buffer_size, game.observation_shape, obs_dtype,
                           game.num_actions, root_value=config.value_target_mix > 0)
-    games = selfplay.init_games(config, game.init, games_key, game.observation_shape,
-                                obs_dtype, game.num_actions)
+    fresh = selfplay.with_random_openings(game.environment, jax.vmap(game.env.init),
+                                          config.opening_random_moves)
+    games = selfplay.init_games(config, lambda key, b: fresh(jax.random.split(key, b)),
+                                games_key, game.observation_shape, obs_dtype,
+                                game.num_actions)
     if config.reuse_tree:
         fns = selfplay.make_search_fns(config, game.environment,
                                        functools.partial(networks.apply, graphdef),
