@@ -436,3 +436,53 @@ def test_search_symmetry_with_the_other_policies(trainer, policy, mode):
     assert legal[np.arange(8), action].all()
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-5)
     assert np.all(weights[~legal] == 0)
+
+
+def _stones(state) -> np.ndarray:
+    return (np.asarray(state._x.board) >= 0).sum(-1)
+
+
+def test_random_openings_start_live_games_after_zero_to_m_random_moves():
+    from jaxpuct.alphazero import selfplay
+    from jaxpuct.envs.pgx_games import make_pgx_game
+    game = make_pgx_game("tic_tac_toe")
+    init = jax.vmap(game.env.init)
+    keys = jax.random.split(jax.random.PRNGKey(3), 1000)
+    assert selfplay.with_random_openings(game.environment, init, 0) is init
+    # No tic-tac-toe game ends within 4 plies, so none is skipped: the number of
+    # stones is the k drawn, uniform over 0..4 (200 expected each; a binomial's
+    # standard deviation is 12.6, so 150-250 is four of them).
+    state = jax.jit(selfplay.with_random_openings(game.environment, init, 4))(keys)
+    counts = np.bincount(_stones(state), minlength=5)
+    assert counts.shape == (5,) and np.all((counts > 150) & (counts < 250)), counts
+    assert not np.asarray(state.terminated).any()
+    # X moves first: a reachable board has as many X as O stones, or one more.
+    board, first = np.asarray(state._x.board), np.asarray(state._x.color)
+    assert np.all(np.abs((board == 0).sum(-1) - (board == 1).sum(-1)) <= 1)
+    np.testing.assert_array_equal(first, _stones(state) % 2)
+    # Up to 8 moves, those that would end the game are skipped: every game is
+    # still live, and its board has no line of three.
+    state = jax.jit(selfplay.with_random_openings(game.environment, init, 8))(keys)
+    board = np.asarray(state._x.board)
+    assert not np.asarray(state.terminated).any()
+    for mark in (0, 1):
+        assert not any(np.all(board[:, list(line)] == mark, axis=-1).any() for line in LINES)
+    assert _stones(state).max() == 8
+
+
+def test_selfplay_with_random_openings_trains_from_the_random_positions():
+    config = dataclasses.replace(TINY, opening_random_moves=4)
+    trainer = az.Trainer(config)
+    ts = trainer.init()
+    assert _stones(ts.games.state).max() > 0 and not np.asarray(ts.games.state.terminated).any()
+    ts, metrics = trainer.iterate(ts, selfplay_steps=12, train_steps=2)
+    assert np.isfinite(metrics["loss"]) and metrics["games_finished"] >= config.batch_size
+    buf = jax.device_get(ts.buffer)
+    n = int(buf.num_added)
+    stones = buf.obs[:n].reshape(n, 9, 2).astype(bool).any(-1).sum(-1)
+    np.testing.assert_allclose(buf.policy[:n].sum(-1), 1.0, atol=1e-5)
+    # Games were written whole (a stored game's plies add one stone each), and some
+    # stored game starts past the empty board: a ply whose board has more stones
+    # than the ply before it by other than one begins a new game.
+    starts = np.nonzero(np.diff(stones, prepend=-1) != 1)[0]
+    assert np.any(stones[starts] > 0) and np.all(stones[starts] <= 4)
