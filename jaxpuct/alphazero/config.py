@@ -164,7 +164,8 @@ class SelfPlayConfig:
         games then cover positions that self-play alone seldom reaches (as the
         random games of Pons' connect-four test sets); the openings themselves
         are not trained on, and temperature_moves counts from the first searched
-        ply. 0: every game starts at the initial position.
+        ply, as do the metrics first_player_win_rate (the player to move there) and
+        mean_game_length. 0: every game starts at the initial position.
       max_nodes: tree capacity (0: num_simulations + 1, or twice the simulations
         with reuse_tree).
       seed: the run's RNG seed.

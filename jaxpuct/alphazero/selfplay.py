@@ -350,6 +350,7 @@ def selfplay_step(fns: SearchFns, fresh_fn: Callable, params: Any, games: Games,
         unstored = unstored - jnp.where(games.tree_valid, games.tree.unstored_leaves(), 0)
         tree, reused = subtree(out.search_tree, action, graph=c.graph)
         tree_valid = reused & ~finished
+    # The mover of the first stored ply: after a random opening, not always the game's.
     first_reward = jnp.take_along_axis(new_state.rewards, games.player[:, :1], axis=1)[:, 0]
     saved = out.search_tree.summary().simulations_saved
     metrics = {
