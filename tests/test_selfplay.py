@@ -456,10 +456,11 @@ def test_random_openings_start_live_games_after_zero_to_m_random_moves():
     counts = np.bincount(_stones(state), minlength=5)
     assert counts.shape == (5,) and np.all((counts > 150) & (counts < 250)), counts
     assert not np.asarray(state.terminated).any()
-    # X moves first: a reachable board has as many X as O stones, or one more.
-    board, first = np.asarray(state._x.board), np.asarray(state._x.color)
-    assert np.all(np.abs((board == 0).sum(-1) - (board == 1).sum(-1)) <= 1)
-    np.testing.assert_array_equal(first, _stones(state) % 2)
+    # Colour 0 moves first: a reachable board has as many of its stones as of
+    # colour 1's, or one more, and colour stones % 2 is to move.
+    board, to_move = np.asarray(state._x.board), np.asarray(state._x.color)
+    assert set(np.unique((board == 0).sum(-1) - (board == 1).sum(-1))) <= {0, 1}
+    np.testing.assert_array_equal(to_move, _stones(state) % 2)
     # Up to 8 moves, those that would end the game are skipped: every game is
     # still live, and its board has no line of three.
     state = jax.jit(selfplay.with_random_openings(game.environment, init, 8))(keys)
