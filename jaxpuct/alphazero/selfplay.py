@@ -280,20 +280,24 @@ def with_random_openings(env: Environment, fresh_fn: Callable, max_moves: int) -
 
     def fresh(keys: jax.Array) -> Any:
         state = fresh_fn(keys)
-        draws = jax.vmap(lambda k: jax.random.split(
-            jax.random.fold_in(k, _OPENING_KEY_STREAM), max_moves + 1))(keys)
-        count = jax.vmap(lambda k: jax.random.randint(k, (), 0, max_moves + 1))(draws[:, 0])
+        # Every uniform drawn before the loop, in one call per game: a categorical
+        # draw inside it would run the threefry hash at each ply, as rollouts avoid
+        # (jaxpuct.envs.rollouts). Column 0 is the count, column t the ply-t move.
+        u = jax.vmap(lambda k: jax.random.uniform(
+            jax.random.fold_in(k, _OPENING_KEY_STREAM), (max_moves + 1,)))(keys)
+        count = jnp.minimum(jnp.floor(u[:, 0] * (max_moves + 1)).astype(jnp.int32), max_moves)
 
-        def one_ply(state, ply_and_keys):
-            ply, keys = ply_and_keys
-            legal = env.legal_mask(state)
-            action = jax.vmap(jax.random.categorical)(keys, jnp.where(legal, 0.0, -jnp.inf))
+        def one_ply(state, ply_and_u):
+            ply, u_ply = ply_and_u
+            # Inverse CDF over the legal moves: the first whose running count
+            # exceeds u times their number.
+            cumulative = jnp.cumsum(env.legal_mask(state).astype(jnp.float32), axis=-1)
+            action = jnp.argmax(cumulative > u_ply[:, None] * cumulative[:, -1:], axis=-1)
             moved = env.step(state, action.astype(jnp.int32))
-            keep = (ply < count) & ~env.terminal(moved)
+            keep = (ply <= count) & ~env.terminal(moved)
             return batch_where(keep, moved, state), None
 
-        state, _ = jax.lax.scan(one_ply, state,
-                                (jnp.arange(max_moves), jnp.swapaxes(draws[:, 1:], 0, 1)))
+        state, _ = jax.lax.scan(one_ply, state, (jnp.arange(1, max_moves + 1), u[:, 1:].T))
         return state
 
     return fresh

@@ -23,7 +23,7 @@ devices each (:mod:`~jaxpuct.alphazero.distributed`, ``examples/distributed_self
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -113,8 +113,7 @@ class Trainer:
         self.fns = selfplay.make_search_fns(config, self.env, self.apply_fn,
                                             self.game.num_actions)
         pure = selfplay.make_search_fns(config, self.env, None, self.game.num_actions)
-        fresh = selfplay.with_random_openings(self.env, jax.vmap(self.game.env.init),
-                                              config.opening_random_moves)
+        fresh = _fresh_games_fn(config, self.game)
         self.selfplay_step = jax.jit(functools.partial(selfplay.selfplay_step, self.fns, fresh),
                                      donate_argnums=(1, 2))
         self.train_step = jax.jit(functools.partial(
@@ -183,6 +182,13 @@ class Trainer:
             self.config.trajectory_length, rng)
 
 
+def _fresh_games_fn(config: SelfPlayConfig, game: Any) -> Callable:
+    """``keys [B] -> pgx states [B]`` of new self-play games (with the config's
+    random openings), for the first batch and every restart alike."""
+    return selfplay.with_random_openings(game.environment, jax.vmap(game.env.init),
+                                         config.opening_random_moves)
+
+
 # One compiled program per configuration (the config is static and hashable), shared
 # by every Trainer of that configuration. Run op by op, the state's creation compiled
 # about a hundred one-operation programs in a new process (1.1-1.5 CPU-s for the
@@ -199,8 +205,7 @@ def _fresh_state(config: SelfPlayConfig, rng: jax.Array) -> TrainState:
     obs_dtype = jax.eval_shape(game.env.init, probe).observation.dtype
     buffer = empty_buffer(config.buffer_size, game.observation_shape, obs_dtype,
                           game.num_actions, root_value=config.value_target_mix > 0)
-    fresh = selfplay.with_random_openings(game.environment, jax.vmap(game.env.init),
-                                          config.opening_random_moves)
+    fresh = _fresh_games_fn(config, game)
     games = selfplay.init_games(config, lambda key, b: fresh(jax.random.split(key, b)),
                                 games_key, game.observation_shape, obs_dtype,
                                 game.num_actions)
