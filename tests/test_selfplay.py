@@ -471,6 +471,33 @@ def test_random_openings_start_live_games_after_zero_to_m_random_moves():
     assert _stones(state).max() == 8
 
 
+def test_random_openings_share_leaves_the_other_games_at_the_start():
+    from jaxpuct.alphazero import selfplay
+    from jaxpuct.envs.pgx_games import make_pgx_game
+    game = make_pgx_game("tic_tac_toe")
+    init = jax.vmap(game.env.init)
+    keys = jax.random.split(jax.random.PRNGKey(3), 1000)
+    assert selfplay.with_random_openings(game.environment, init, 4, share=0.0) is init
+    # Share 1 is the default and draws the same openings.
+    all_open = jax.jit(selfplay.with_random_openings(game.environment, init, 4))(keys)
+    same = jax.jit(selfplay.with_random_openings(game.environment, init, 4, share=1.0))(keys)
+    np.testing.assert_array_equal(np.asarray(all_open._x.board), np.asarray(same._x.board))
+    # Half the games get an opening, whose k is uniform over 0..4: an empty board has
+    # probability 0.5 + 0.5 / 5 = 0.6 (600 of 1,000, standard deviation 15.5), each
+    # other count 0.1 (100, standard deviation 9.5); four of them either side.
+    half = jax.jit(selfplay.with_random_openings(game.environment, init, 4, share=0.5))(keys)
+    counts = np.bincount(_stones(half), minlength=5)
+    assert 538 < counts[0] < 662 and np.all((counts[1:] > 62) & (counts[1:] < 138)), counts
+    # A game that gets an opening gets the one it gets with share 1.
+    opened = _stones(half) > 0
+    np.testing.assert_array_equal(np.asarray(half._x.board)[opened],
+                                  np.asarray(all_open._x.board)[opened])
+    with pytest.raises(ValueError, match=r"share must be in \[0, 1\], got 1.5"):
+        selfplay.with_random_openings(game.environment, init, 4, share=1.5)
+    with pytest.raises(ValueError, match=r"opening_share .*needs opening_random_moves"):
+        dataclasses.replace(TINY, opening_share=0.5)
+
+
 def test_selfplay_with_random_openings_trains_from_the_random_positions():
     config = dataclasses.replace(TINY, opening_random_moves=4)
     trainer = az.Trainer(config)

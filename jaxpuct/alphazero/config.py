@@ -166,6 +166,10 @@ class SelfPlayConfig:
         are not trained on, and temperature_moves counts from the first searched
         ply, as do the metrics first_player_win_rate (the player to move there) and
         mean_game_length. 0: every game starts at the initial position.
+      opening_share: the probability that a new self-play game gets a random
+        opening (opening_random_moves); the others start at the initial position,
+        so that part of the data stays on the lines that play from there reaches.
+        Below 1 only with opening_random_moves > 0.
       max_nodes: tree capacity (0: num_simulations + 1, or twice the simulations
         with reuse_tree).
       seed: the run's RNG seed.
@@ -212,6 +216,7 @@ class SelfPlayConfig:
     search_symmetry: str = _knob("none", choices=SEARCH_SYMMETRIES)
     early_stop: bool = False
     opening_random_moves: int = _knob(0, minimum=0)
+    opening_share: float = _knob(1.0, minimum=0.0, maximum=1.0)
     max_nodes: int = _knob(0, minimum=0)
     seed: int = 0
 
@@ -238,6 +243,10 @@ class SelfPlayConfig:
             raise ValueError("policy_target (--policy-target) visits excludes early_stop "
                              "(--early-stop): a search that stops early leaves visit "
                              "counts of fewer simulations, and the target learns from them")
+        if self.opening_share < 1.0 and self.opening_random_moves == 0:
+            raise ValueError(f"opening_share (--opening-share) {self.opening_share} needs "
+                             "opening_random_moves (--opening-random-moves) > 0, got 0: "
+                             "without openings there is no share of games to give them")
         if self.symmetry_augment:
             from jaxpuct.alphazero.symmetry import SYMMETRIC_GAMES
             if self.game not in SYMMETRIC_GAMES:

@@ -262,20 +262,26 @@ def position_outcomes(rewards: jax.Array, player: jax.Array, terminal: jax.Array
 
 
 _OPENING_KEY_STREAM = 0x0BE7  # fold_in data: keeps the openings' draws off pgx's own
+_OPENING_SHARE_STREAM = 0x05A4  # and the draw of whether a game gets an opening at all
 
 
-def with_random_openings(env: Environment, fresh_fn: Callable, max_moves: int) -> Callable:
+def with_random_openings(env: Environment, fresh_fn: Callable, max_moves: int,
+                         share: float = 1.0) -> Callable:
     """``fresh_fn`` (``keys [B] -> states [B]``) whose games first play random moves.
 
-    Each game draws ``k`` uniformly from ``0..max_moves`` and plays ``k`` moves,
-    each uniform over its legal moves; a move that would end the game is skipped
-    (the game stays where it was for that ply), so every returned game is live.
-    Self-play then starts from positions it would seldom reach by itself, as
-    opening books and KataGo's randomised openings (Wu 2019, "Accelerating
-    Self-Play Learning in Go") widen what a network sees. ``max_moves == 0``
-    returns ``fresh_fn`` itself.
+    Each game, with probability ``share`` (else ``k = 0``), draws ``k`` uniformly
+    from ``0..max_moves`` and plays ``k`` moves, each uniform over its legal moves;
+    a move that would end the game is skipped (the game stays where it was for
+    that ply), so every returned game is live. Self-play then starts from
+    positions it would seldom reach by itself, as opening books and KataGo's
+    randomised openings (Wu 2019, "Accelerating Self-Play Learning in Go") widen
+    what a network sees; a ``share`` below 1 keeps part of the games on the lines
+    that play from the initial position reaches. ``max_moves == 0`` or
+    ``share == 0`` returns ``fresh_fn`` itself.
     """
-    if max_moves == 0:
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share must be in [0, 1], got {share}")
+    if max_moves == 0 or share == 0.0:
         return fresh_fn
 
     def fresh(keys: jax.Array) -> Any:
@@ -286,6 +292,11 @@ def with_random_openings(env: Environment, fresh_fn: Callable, max_moves: int) -
         u = jax.vmap(lambda k: jax.random.uniform(
             jax.random.fold_in(k, _OPENING_KEY_STREAM), (max_moves + 1,)))(keys)
         count = jnp.minimum(jnp.floor(u[:, 0] * (max_moves + 1)).astype(jnp.int32), max_moves)
+        if share < 1.0:
+            # A stream of its own: share 1 draws exactly the openings it drew before.
+            opened = jax.vmap(lambda k: jax.random.uniform(
+                jax.random.fold_in(k, _OPENING_SHARE_STREAM)))(keys) < share
+            count = jnp.where(opened, count, 0)
 
         def one_ply(state, ply_and_u):
             ply, u_ply = ply_and_u

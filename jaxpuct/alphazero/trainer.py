@@ -186,7 +186,7 @@ def _fresh_games_fn(config: SelfPlayConfig, game: Any) -> Callable:
     """``keys [B] -> pgx states [B]`` of new self-play games (with the config's
     random openings), for the first batch and every restart alike."""
     return selfplay.with_random_openings(game.environment, jax.vmap(game.env.init),
-                                         config.opening_random_moves)
+                                         config.opening_random_moves, config.opening_share)
 
 
 # One compiled program per configuration (the config is static and hashable), shared
