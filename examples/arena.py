@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--solve", action=argparse.BooleanOptionalAction, default=True,
                     help="MCTSBot backs up proven values")
     p.add_argument("--games", type=int, default=64, help="games, half per colour")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="game g's bot is seeded with seed + g: matches meant to be "
+                        "independent need seeds at least --games apart")
     p.add_argument("--json", help="also write the result to this file")
     return p
 
