@@ -24,6 +24,9 @@ The first positions take minutes each to solve on one core. Positions the
 shipped sets already label (the empty board among them) are read from them
 (``--no-book``: solve everything; the empty board alone then takes over 18
 minutes from a cold table); with them a whole game took 15 minutes.
+``--book-games`` adds the positions of earlier games' records (``--json``):
+the solver's replies from the empty board repeat, so a game that follows an
+earlier one for its first moves skips their minutes of solving.
 """
 
 from __future__ import annotations
@@ -208,6 +211,47 @@ def labelled_positions() -> dict[str, np.ndarray]:
     return book
 
 
+def positions_of_games(paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """Every position scored in earlier game records (this module's ``--json``
+    files, complete or interrupted) and its ``[7]`` scores: the same solver's exact
+    scores, so a later game along the same line need not solve them again.
+
+    Raises:
+      ValueError: two records score the same position differently (a record made
+        by another solver or convention, or edited).
+    """
+    book: dict[str, np.ndarray] = {}
+    for path in paths:
+        with open(path) as f:
+            record = json.load(f)
+        for ply in record["plies"]:
+            scores = np.array([np.nan if s is None else s for s in ply["scores"]], float)
+            known = book.get(ply["position"])
+            if known is not None and not np.array_equal(known, scores, equal_nan=True):
+                raise ValueError(f"{path}: position {ply['position']!r} scored {scores}, "
+                                 f"an earlier record scored it {known}")
+            book[ply["position"]] = scores
+    return book
+
+
+def merged_books(*books: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One book of several, refusing a position they score differently.
+
+    Raises:
+      ValueError: two books disagree on a position's scores.
+    """
+    merged: dict[str, np.ndarray] = {}
+    for book in books:
+        for moves, scores in book.items():
+            known = merged.get(moves)
+            if known is not None and not np.array_equal(
+                    np.asarray(known, float), np.asarray(scores, float), equal_nan=True):
+                raise ValueError(f"position {moves!r}: the books score it {known} and "
+                                 f"{scores}")
+            merged[moves] = scores
+    return merged
+
+
 def with_book(scorer: Scorer, book: dict[str, np.ndarray]) -> Scorer:
     """``scorer``, except for the positions of ``book``, read from it."""
     return lambda moves: book[moves] if moves in book else scorer(moves)
@@ -258,6 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--book", action=argparse.BooleanOptionalAction, default=True,
                    help="read the scores of positions in the shipped sets (the empty "
                    "board among them) instead of solving them again")
+    p.add_argument("--book-games", default="",
+                   help="earlier game records (--json files of this benchmark, separated "
+                   "by commas) whose scored positions join the book: a game along a line "
+                   "already played solves only its new positions")
     p.add_argument("--log2-entries", type=int, default=24,
                    help="solver transposition table: 2**N entries of 16 bytes")
     p.add_argument("--agent-solver", action=argparse.BooleanOptionalAction, default=None,
@@ -295,7 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 "summary": summarise(plies)})
 
     with cs.ScoreSolver(a.log2_entries) as solver:
-        scorer = with_book(solver.move_scores, labelled_positions() if a.book else {})
+        book = merged_books(labelled_positions() if a.book else {},
+                            positions_of_games([f.strip() for f in a.book_games.split(",")
+                                               if f.strip()]))
+        scorer = with_book(solver.move_scores, book)
         game = play_game(agent, scorer, agent_first=not a.agent_second,
                          start=a.start, on_ply=on_ply)
     s = game["summary"]

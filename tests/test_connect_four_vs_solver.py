@@ -136,3 +136,34 @@ def test_book_of_the_shipped_sets():
     assert late not in book
     assert np.array_equal(scored(late), brute_scores(late), equal_nan=True)
     assert calls == [late]
+
+
+def test_book_from_earlier_game_records(tmp_path):
+    start = _start(32, +1)
+    game = vs.play_game(_perfect, brute_scores, agent_first=True, start=start)
+    path = tmp_path / "game.json"
+    vs.write_json(str(path), {"complete": True, **game})
+    book = vs.positions_of_games([str(path)])
+    assert sorted(book) == sorted(p["position"] for p in game["plies"])
+    for position, scores in book.items():
+        assert np.array_equal(scores, brute_scores(position), equal_nan=True)
+    calls: list[str] = []
+
+    def scorer(moves: str) -> np.ndarray:
+        calls.append(moves)
+        return brute_scores(moves)
+
+    again = vs.play_game(_perfect, vs.with_book(scorer, book), agent_first=True, start=start)
+    assert again["moves"] == game["moves"] and calls == []
+    # The sets' book and the record agree wherever they meet, and merge.
+    merged = vs.merged_books(vs.labelled_positions(), book)
+    assert set(book) <= set(merged)
+
+    # A record that scores a known position differently is refused, naming it.
+    edited = {"plies": [dict(game["plies"][0], scores=[0.0] * 7)]}
+    other = tmp_path / "edited.json"
+    vs.write_json(str(other), edited)
+    with pytest.raises(ValueError, match=repr(start)):
+        vs.positions_of_games([str(path), str(other)])
+    with pytest.raises(ValueError, match=repr(start)):
+        vs.merged_books(book, vs.positions_of_games([str(other)]))
