@@ -143,7 +143,6 @@ class Probe:
         if self.config.game != "connect_four":
             raise SystemExit(f"{run_dir} is a {self.config.game} run, not connect_four")
         self.trainer = Trainer(self.config, devices=jax.devices()[:1])
-        self.template = self.trainer.init()
         self.batch = batch
         try:
             self.members = arena.ensemble_members(ensemble, self.config)
@@ -183,20 +182,24 @@ class Probe:
     def params(self, step: int) -> Any:
         """This run's network at ``step``, stacked with the ensemble's members when
         there are any (leaves ``[M, ...]``, this run's first)."""
-        params = self.restore(step).params
+        params = self.network(step)[1]
         if not self.members:
             return params
         from jaxpuct.envs import ensemble as ensembles
         return ensembles.stack_params([params] + [p for _, _, p in self.members])
 
     def steps(self) -> list[int]:
-        from jaxpuct.alphazero import checkpoints
+        """The run's checkpoints; an exported network's one iteration."""
+        from jaxpuct.alphazero import arena, checkpoints
+        if checkpoints.is_network_dir(self.run_dir):
+            return [arena.restore_network(self.run_dir, self.trainer)[0]]
         return sorted(checkpoints.available_steps(self.run_dir))
 
-    def restore(self, step: int) -> Any:
-        from jaxpuct.alphazero import checkpoints
-        return checkpoints.restore_checkpoint(self.run_dir, self.template, self.config,
-                                              step=step)
+    def network(self, step: int) -> tuple[int, Any]:
+        """``(iteration, params)`` of checkpoint ``step`` (or of the exported network,
+        :func:`jaxpuct.alphazero.arena.restore_network`)."""
+        from jaxpuct.alphazero import arena
+        return arena.restore_network(self.run_dir, self.trainer, step)
 
     def _chunks(self, n: int):
         for start in range(0, n, self.batch):
@@ -353,12 +356,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = []
     for step in steps:
         try:
-            ts = probe.restore(step)
+            iteration, params = probe.network(step)
         except CheckpointError as err:
             print(f"warning: skipping checkpoint {step}: {err}", file=sys.stderr)
             continue
-        row = {"step": step, "iteration": int(ts.iteration)}
-        row.update(probe.evaluate(ts.params, state, data))
+        row = {"step": step, "iteration": iteration}
+        row.update(probe.evaluate(params, state, data))
         rows.append(row)
         print_row(row, sims)
     result = {"run_dir": os.path.abspath(args.run_dir), "cache": os.path.abspath(cache),

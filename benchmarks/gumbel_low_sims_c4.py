@@ -107,6 +107,7 @@ def evaluate_group(rds: list[str], sets: dict[str, Any], batch: int) -> None:
     from jaxpuct.alphazero import checkpoints
     sims = _load(os.path.join(rds[0], "row.json"))["sims"]
     probe = Probe(rds[0], [sims], batch)
+    template = probe.trainer.init()  # the seeds' runs share its structure
     for rd in rds:
         if os.path.exists(os.path.join(rd, "perfect.json")):
             continue
@@ -114,7 +115,7 @@ def evaluate_group(rds: list[str], sets: dict[str, Any], batch: int) -> None:
         seconds = {r["iteration"]: r["train_seconds"] for r in _metrics(rd)}
         points = []
         for step in sorted(checkpoints.available_steps(rd)):
-            params = checkpoints.restore_checkpoint(rd, probe.template, config, step).params
+            params = checkpoints.restore_checkpoint(rd, template, config, step).params
             point: dict[str, Any] = {"step": step, "train_seconds": seconds.get(step)}
             for name, (state, legal, scores) in sets.items():
                 acts = agent_actions(probe, params, state, legal, [0, sims])

@@ -193,7 +193,7 @@ def test_play_settings_search_is_the_perfect_benchmarks_and_its_cli(tmp_path, ca
     probe = Probe(run_dir, [8], 8)
     position_set = cs.load("end_easy")
     state, legal = cp.set_states(position_set, 8)
-    params = probe.restore(probe.steps()[-1]).params
+    params = probe.network(probe.steps()[-1])[1]
     expected = cp.agent_actions(probe, params, state, legal, [8])[8][0]
 
     record = str(tmp_path / "settings.json")

@@ -644,6 +644,65 @@ def test_arena_loads_the_network_of_a_run(tmp_path, trainer, reference):
     assert result.first.games == result.second.games == 1
 
 
+def _tree_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, f))
+               for root, _, files in os.walk(path) for f in files)
+
+
+def test_exported_network_plays_as_its_run_and_fails_its_checks_clearly(
+        tmp_path, trainer, reference):
+    """examples/export_network.py writes a run's network alone; every reader of a
+    run directory (network_agent, ensembles) reads it back, bit for bit the
+    checkpoint's parameters, and a damaged, foreign or partial export is refused."""
+    from examples import export_network
+    from jaxpuct.alphazero import arena
+    from jaxpuct.testing import tictactoe
+    run_dir, out = str(tmp_path / "run"), str(tmp_path / "net")
+    _save_reference(trainer, reference, run_dir, [1, 2])
+    assert export_network.main(["--run-dir", run_dir, "--step", "1", "--out", out]) == 0
+    iteration, params = arena.restore_network(out, trainer)
+    assert iteration == 1
+    _assert_same(params, reference[1].params)
+    assert _tree_bytes(out) < _tree_bytes(os.path.join(run_dir, "checkpoints", "1")) / 2
+
+    positions = [p for p in tictactoe.all_positions() if sum(c != 0 for c in p) == 4][:32]
+    state = tictactoe.pgx_states(positions)
+    keys = jax.random.split(jax.random.key(0), len(positions))
+    run_agent, _, _ = arena.network_agent(run_dir, step=1, num_simulations=4)
+    agent, game, described = arena.network_agent(out, num_simulations=4)
+    assert game == "tic_tac_toe" and f"{out} at iteration 1, 4 simulations" in described
+    expected = np.asarray(run_agent(keys, state))
+    np.testing.assert_array_equal(np.asarray(agent(keys, state)), expected)
+    pair, _, paired = arena.network_agent(run_dir, step=1, num_simulations=4, ensemble=[out])
+    assert f"averaged with {out} at iteration 1" in paired
+    np.testing.assert_array_equal(np.asarray(pair(keys, state)), expected)
+
+    with pytest.raises(az.CheckpointError, match="exports the network of iteration 1, not 2"):
+        arena.restore_network(out, trainer, 2)
+    wider = az.Trainer(dataclasses.replace(TINY, hidden=(32,)))
+    with pytest.raises(az.CheckpointError, match="exports another network: leaf .* is "
+                       r"float32\[.*16.*\], expected float32\[.*32.*\]"):
+        checkpoints.load_network(out, jax.eval_shape(wider.init).params)
+    damaged = str(tmp_path / "damaged")
+    shutil.copytree(out, damaged)
+    with open(os.path.join(damaged, "network.npz"), "r+b") as f:
+        f.seek(-8, os.SEEK_END)
+        f.write(b"\xff" * 8)
+    with pytest.raises(az.CheckpointError, match="network.npz is missing or differs"):
+        arena.restore_network(damaged, trainer)
+    # An export cut short before its digest file is not taken for one: the
+    # directory then reads as a run with no checkpoint.
+    os.remove(os.path.join(damaged, "network.json"))
+    assert not checkpoints.is_network_dir(damaged)
+    with pytest.raises(az.CheckpointError, match="no usable checkpoint"):
+        arena.restore_network(damaged, trainer)
+    nan_params = jax.tree.map(lambda x: x * jnp.nan, params)
+    with pytest.raises(az.CheckpointError, match="NaN or infinite"):
+        checkpoints.save_network(str(tmp_path / "nan"), nan_params, 1, TINY)
+    with pytest.raises(SystemExit, match="--out must be another directory"):
+        export_network.main(["--run-dir", run_dir, "--out", run_dir])
+
+
 # ------------------------------------------------- one process per run directory
 def _snapshot(path) -> dict[str, tuple[int, bytes]]:
     """Every file under ``path`` with its modification time and content."""

@@ -50,7 +50,7 @@ from jaxpuct.selection import PUCTConfig, TieBreak
 __all__ = ["ARENA_GAMES", "Agent", "ArenaMismatchError", "BotSpec", "MatchResult",
            "check_same_position", "ensemble_members", "greedy_search", "make_bot",
            "network_agent", "openspiel_action", "pgx_action", "play_match",
-           "pure_search_agent", "pure_search_rule", "split_run_dirs"]
+           "pure_search_agent", "pure_search_rule", "restore_network", "split_run_dirs"]
 
 ARENA_GAMES: tuple[str, ...] = ("tic_tac_toe", "connect_four", "othello")
 # OpenSpiel's name of each pgx game (the same three names).
@@ -175,7 +175,8 @@ def _check_run_dir(run_dir: str, what: str = "--run-dir") -> None:
     if not os.path.isdir(run_dir):
         raise CheckpointError(
             f"{what} {run_dir!r} does not exist; expected the run directory of a "
-            f"training run (python -m examples.selfplay --run-dir ...)")
+            f"training run (python -m examples.selfplay --run-dir ...) or an exported "
+            f"network's (python -m examples.export_network --out ...)")
     if not os.path.isfile(os.path.join(run_dir, "config.json")):
         raise CheckpointError(
             f"{what} {run_dir!r} holds no training run (no config.json: no checkpoint "
@@ -224,10 +225,38 @@ def ensemble_members(run_dirs: Sequence[str], config: Any) -> list[tuple[str, in
         if differ:
             raise ValueError(f"ensemble member {run_dir!r} has another network: "
                              f"{'; '.join(differ)}")
-        trainer = Trainer(other, devices=jax.devices()[:1])
-        ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), other, step)
-        out.append((run_dir, int(ts.iteration), ts.params))
+        iteration, params = restore_network(
+            run_dir, Trainer(other, devices=jax.devices()[:1]), step)
+        out.append((run_dir, iteration, params))
     return out
+
+
+def restore_network(run_dir: str, trainer: Any, step: int | None = None) -> tuple[int, Any]:
+    """The network of a run: ``(iteration, params)``.
+
+    Args:
+      run_dir: a run directory of ``examples/selfplay.py`` (its checkpoint ``step``,
+        default the newest intact one), or a directory a network was exported to
+        (:func:`jaxpuct.alphazero.checkpoints.save_network`; ``python -m
+        examples.export_network``), which holds one iteration.
+      trainer: a ``Trainer`` of the run's config (its structure is read into).
+      step: the checkpoint; for an export, ``None`` or its iteration.
+
+    Raises:
+      CheckpointError: no such checkpoint or export, or one that fails its checks;
+        a ``step`` an export does not hold.
+    """
+    from jaxpuct.alphazero import checkpoints
+    if checkpoints.is_network_dir(run_dir):
+        # Only the parameters' structure: no buffer is allocated.
+        template = jax.eval_shape(trainer.init).params
+        iteration, params = checkpoints.load_network(run_dir, template)
+        if step is not None and step != iteration:
+            raise checkpoints.CheckpointError(
+                f"{run_dir!r} exports the network of iteration {iteration}, not {step}")
+        return iteration, params
+    ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), trainer.config, step=step)
+    return int(ts.iteration), ts.params
 
 
 def _member_step(member: str) -> tuple[str, int | None]:
@@ -252,7 +281,8 @@ def network_agent(run_dir: str, step: int | None = None,
     one), no root noise, the most visited move.
 
     Args:
-      run_dir: the run directory.
+      run_dir: the run directory, or an exported network's
+        (:func:`restore_network`).
       step: the checkpoint.
       num_simulations: per move (default: the run's).
       solver: search with the MCTS-solver or without it (default: as the run
@@ -276,7 +306,7 @@ def network_agent(run_dir: str, step: int | None = None,
     _check_run_dir(run_dir)
     config = checkpoints.load_config(run_dir)
     trainer = Trainer(config, devices=jax.devices()[:1])
-    ts = checkpoints.restore_checkpoint(run_dir, trainer.init(), config, step=step)
+    iteration, params = restore_network(run_dir, trainer, step)
     members = ensemble_members(ensemble, config)
     n = config.num_simulations if num_simulations is None else num_simulations
     solve = config.solver if solver is None else solver
@@ -285,13 +315,13 @@ def network_agent(run_dir: str, step: int | None = None,
     # replace() validates the name (ValueError naming the accepted ones).
     played = dataclasses.replace(config, num_simulations=n, solver=solve, search_symmetry=sym,
                                  graph_search=graph)
-    apply_fn, params = trainer.apply_fn, ts.params
+    apply_fn = trainer.apply_fn
     if members:
         apply_fn = ensembles.ensemble_apply(apply_fn)
         params = ensembles.stack_params([params] + [p for _, _, p in members])
     fns = selfplay.make_search_fns(played, trainer.env, apply_fn, trainer.game.num_actions)
     act = greedy_search(fns)
-    description = (f"jaxpuct network of {run_dir} at iteration {int(ts.iteration)}"
+    description = (f"jaxpuct network of {run_dir} at iteration {iteration}"
                    + "".join(f" averaged with {d} at iteration {i}" for d, i, _ in members)
                    + f", {n} simulations{', MCTS-solver' if solve else ''}"
                    f"{', graph search' if graph else ''}"

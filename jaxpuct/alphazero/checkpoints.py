@@ -10,6 +10,18 @@ Layout under a run directory::
                                 and of every file of checkpoints/<step>/, by path,
                                 written after the checkpoint was read back intact
 
+A run's network alone can be exported (:func:`save_network`) to a directory of
+its own, a few hundred kilobytes where a checkpoint with its replay buffer is
+megabytes::
+
+    config.json                 the run's SelfPlayConfig
+    network.npz                 the parameters, one array per leaf
+    network.json                the iteration, every leaf's key path and SHA-256,
+                                and the SHA-256 of network.npz
+
+:func:`load_network` reads it back with the same integrity checks; the arena and
+the connect-four benchmarks accept such a directory wherever they take a run's.
+
 A checkpoint counts only when its ``.sha256.json`` exists, its files hash to the
 recorded values (checked before orbax opens any of them, so a damaged file is
 named in the error rather than met inside orbax's readers) and the arrays restored
@@ -43,11 +55,13 @@ import numpy as np
 
 from jaxpuct.alphazero.config import SelfPlayConfig, flag
 
-__all__ = ["CheckpointError", "available_steps", "file_digest", "load_config",
-           "newest_intact_step", "remove_partial_saves", "restore_checkpoint", "save_checkpoint",
-           "state_digest"]
+__all__ = ["CheckpointError", "available_steps", "file_digest", "is_network_dir",
+           "load_config", "load_network", "newest_intact_step", "remove_partial_saves",
+           "restore_checkpoint", "save_checkpoint", "save_network", "state_digest"]
 
 _CONFIG_FILE = "config.json"
+_NETWORK_FILE = "network.npz"
+_NETWORK_DIGEST = "network.json"
 _DIGEST_SUFFIX = ".sha256.json"
 _STEP_NAME = re.compile(r"^\d+$")
 # Orbax writes a checkpoint to "<step>.orbax-checkpoint-tmp-<timestamp>" and
@@ -390,3 +404,96 @@ def restore_checkpoint(run_dir: str, template: Any, config: SelfPlayConfig,
         return state
     raise CheckpointError(f"no usable checkpoint in {ckpt_dir!r}"
                           + (f": {'; '.join(problems)}" if problems else ""))
+
+
+def is_network_dir(directory: str) -> bool:
+    """``directory`` holds an exported network (:func:`save_network`)."""
+    return os.path.isfile(os.path.join(directory, _NETWORK_DIGEST))
+
+
+def save_network(directory: str, params: Any, iteration: int, config: Any) -> None:
+    """Exports a network: ``config`` (its ``to_json``), ``params`` and the
+    iteration it was trained to, to ``directory`` (created; files already there
+    are replaced). The digest file is written last, so a directory whose export
+    was interrupted is not taken for a network.
+
+    Raises:
+      CheckpointError: ``params`` holds NaN or infinite values.
+    """
+    if not _all_finite(params):
+        raise CheckpointError("the network to export holds NaN or infinite parameters")
+    os.makedirs(directory, exist_ok=True)
+    digest_path = os.path.join(directory, _NETWORK_DIGEST)
+    if os.path.exists(digest_path):
+        os.remove(digest_path)
+    _write_atomically(os.path.join(directory, _CONFIG_FILE),
+                      json.dumps(config.to_json(), indent=1, sort_keys=True))
+    leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+    path = os.path.join(directory, _NETWORK_FILE)
+    tmp = f"{path}.tmp-{os.getpid()}.npz"
+    # Positional names: the key paths hold brackets and quotes, kept in the digest.
+    np.savez(tmp, **{f"leaf_{i}": np.asarray(jax.device_get(leaf))
+                     for i, (_, leaf) in enumerate(leaves)})
+    os.replace(tmp, path)
+    record = {"iteration": int(iteration),
+              "leaves": [jax.tree_util.keystr(p) for p, _ in leaves],
+              "sha256": state_digest(params), "file_sha256": _file_sha256(path)}
+    _write_atomically(digest_path, json.dumps(record, indent=1))
+
+
+def load_network(directory: str, template: Any) -> tuple[int, Any]:
+    """An exported network (:func:`save_network`) in ``template``'s structure.
+
+    Args:
+      directory: the export's directory.
+      template: parameters of the same network (arrays or ``jax.ShapeDtypeStruct``,
+        e.g. ``jax.eval_shape(trainer.init).params``): the structure, shapes and
+        dtypes to read into.
+
+    Returns:
+      ``(iteration, params)``.
+
+    Raises:
+      CheckpointError: no export there, a file that fails its digest, another
+        network's parameters (the first differing leaf named), or non-finite values.
+    """
+    digest_path = os.path.join(directory, _NETWORK_DIGEST)
+    path = os.path.join(directory, _NETWORK_FILE)
+    try:
+        with open(digest_path) as f:
+            record = json.load(f)
+        iteration, names, expected = record["iteration"], record["leaves"], record["sha256"]
+        file_sha = record["file_sha256"]
+    except FileNotFoundError as err:
+        raise CheckpointError(f"{directory!r} holds no exported network ({digest_path} "
+                              f"is missing)") from err
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(f"unreadable {digest_path}: {err}") from err
+    if not os.path.isfile(path) or _file_sha256(path) != file_sha:
+        raise CheckpointError(f"exported network {path} is missing or differs from "
+                              f"{digest_path}")
+    slots, treedef = jax.tree_util.tree_flatten_with_path(template)
+    wanted = [jax.tree_util.keystr(p) for p, _ in slots]
+    if wanted != names:
+        # strict=False: a shorter list's end is itself the difference.
+        first = next((f"leaf {n!r} where {w!r} was expected"
+                      for w, n in zip(wanted, names, strict=False) if w != n),
+                     f"{len(names)} leaves where {len(wanted)} were expected")
+        raise CheckpointError(f"{directory!r} exports another network: {first}")
+    with np.load(path) as data:
+        arrays = [data[f"leaf_{i}"] for i in range(len(names))]
+    for name, array, (_, slot) in zip(names, arrays, slots, strict=True):
+        if array.shape != tuple(slot.shape) or array.dtype != slot.dtype:
+            raise CheckpointError(
+                f"{directory!r} exports another network: leaf {name} is "
+                f"{array.dtype}{list(array.shape)}, expected {slot.dtype}{list(slot.shape)}")
+    params = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in arrays])
+    got = state_digest(params)
+    bad = sorted(k for k in set(expected) | set(got) if expected.get(k) != got.get(k))
+    if bad:
+        raise CheckpointError(f"exported network in {directory!r} fails its integrity "
+                              f"check ({len(bad)} leaves differ, e.g. {bad[0]})")
+    if not _all_finite(params):
+        raise CheckpointError(f"exported network in {directory!r} holds NaN or infinite "
+                              f"parameters")
+    return int(iteration), params
