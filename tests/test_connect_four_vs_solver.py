@@ -167,3 +167,31 @@ def test_book_from_earlier_game_records(tmp_path):
         vs.positions_of_games([str(path), str(other)])
     with pytest.raises(ValueError, match=repr(start)):
         vs.merged_books(book, vs.positions_of_games([str(other)]))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_shipped_networks_are_the_recorded_games_agents(seed):
+    """benchmarks/agents holds the opening-share pair's networks (exported from the
+    runs whose games against the solver are recorded in docs/): each passes its
+    digests, is the iteration its record names, and its prior plays the centre, the
+    only winning move, on the empty board."""
+    pytest.importorskip("pgx")
+    import json
+    import os
+
+    import jax
+
+    from jaxpuct.alphazero import arena, checkpoints
+    from jaxpuct.alphazero.trainer import Trainer
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    agent_dir = os.path.join(root, "benchmarks", "agents", f"connect_four_share50_s{seed}")
+    config = checkpoints.load_config(agent_dir)
+    trainer = Trainer(config, devices=jax.devices()[:1])
+    iteration, params = arena.restore_network(agent_dir, trainer)
+    with open(os.path.join(root, "docs",
+                           f"connect_four_vs_solver_c4mix_444444_s{seed}.json")) as f:
+        record = json.load(f)
+    assert f"runs/c4mix_s{seed} at iteration {iteration}," in record["player"]
+    state = c4.pgx_states(np.full((1, cs.CELLS), -1, np.int32))
+    logits, _ = trainer.apply_fn(params, state.observation)
+    assert int(np.argmax(np.asarray(logits)[0])) == 3
