@@ -432,8 +432,9 @@ def save_network(directory: str, params: Any, iteration: int, config: Any) -> No
     path = os.path.join(directory, _NETWORK_FILE)
     tmp = f"{path}.tmp-{os.getpid()}.npz"
     # Positional names: the key paths hold brackets and quotes, kept in the digest.
-    np.savez(tmp, **{f"leaf_{i}": np.asarray(jax.device_get(leaf))
-                     for i, (_, leaf) in enumerate(leaves)})
+    arrays: dict[str, Any] = {f"leaf_{i}": np.asarray(jax.device_get(leaf))
+                              for i, (_, leaf) in enumerate(leaves)}
+    np.savez(tmp, **arrays)
     os.replace(tmp, path)
     record = {"iteration": int(iteration),
               "leaves": [jax.tree_util.keystr(p) for p, _ in leaves],
