@@ -701,6 +701,10 @@ def test_exported_network_plays_as_its_run_and_fails_its_checks_clearly(
         checkpoints.save_network(str(tmp_path / "nan"), nan_params, 1, TINY)
     with pytest.raises(SystemExit, match="--out must be another directory"):
         export_network.main(["--run-dir", run_dir, "--out", run_dir])
+    other_run = str(tmp_path / "other_run")
+    _save_reference(trainer, reference, other_run, [1])
+    with pytest.raises(SystemExit, match="holds a training run"):
+        export_network.main(["--run-dir", run_dir, "--out", other_run])
 
 
 # ------------------------------------------------- one process per run directory

@@ -418,10 +418,14 @@ def save_network(directory: str, params: Any, iteration: int, config: Any) -> No
     was interrupted is not taken for a network.
 
     Raises:
-      CheckpointError: ``params`` holds NaN or infinite values.
+      CheckpointError: ``params`` holds NaN or infinite values, or ``directory``
+        holds a training run (its config would be overwritten).
     """
     if not _all_finite(params):
         raise CheckpointError("the network to export holds NaN or infinite parameters")
+    if os.path.isdir(_checkpoint_dir(directory)):
+        raise CheckpointError(f"{directory!r} holds a training run (checkpoints/); export "
+                              f"the network to another directory")
     os.makedirs(directory, exist_ok=True)
     digest_path = os.path.join(directory, _NETWORK_DIGEST)
     if os.path.exists(digest_path):
