@@ -220,18 +220,14 @@ def positions_of_games(paths: Sequence[str]) -> dict[str, np.ndarray]:
       ValueError: two records score the same position differently (a record made
         by another solver or convention, or edited).
     """
-    book: dict[str, np.ndarray] = {}
+    books = []
     for path in paths:
         with open(path) as f:
-            record = json.load(f)
-        for ply in record["plies"]:
-            scores = np.array([np.nan if s is None else s for s in ply["scores"]], float)
-            known = book.get(ply["position"])
-            if known is not None and not np.array_equal(known, scores, equal_nan=True):
-                raise ValueError(f"{path}: position {ply['position']!r} scored {scores}, "
-                                 f"an earlier record scored it {known}")
-            book[ply["position"]] = scores
-    return book
+            plies = json.load(f)["plies"]
+        books.append({ply["position"]: np.array([np.nan if v is None else v
+                                                 for v in ply["scores"]], float)
+                      for ply in plies})
+    return merged_books(*books)
 
 
 def merged_books(*books: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
