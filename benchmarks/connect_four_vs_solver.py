@@ -50,8 +50,9 @@ from jaxpuct.testing import connect_four as c4
 # Columns (0-based) from the centre outwards, the left one first: the tie-break.
 CENTRE_ORDER = (3, 2, 4, 1, 5, 0, 6)
 
-# moves (digits 1-7 from the empty board) -> a column (0-based).
-Player = Callable[[str], int]
+# moves (digits 1-7 from the empty board) -> a column (0-based), or the column and
+# the root that chose it ({"visits": [7], "q": [7]}, kept in the ply's record).
+Player = Callable[[str], int | tuple[int, dict[str, list[float]]]]
 # moves -> [7] each column's score for the player to move (NaN: full column).
 Scorer = Callable[[str], np.ndarray]
 
@@ -98,6 +99,8 @@ class Ply:
       solve_seconds: time to score the position.
       move_seconds: time the mover took to choose (0 for the solver: its choice is
         the scores).
+      root: the agent's root where its player reports one (``{"visits": [7],
+        "q": [7]}``, columns 1-7); None for the solver and players that do not.
     """
 
     ply: int
@@ -112,6 +115,7 @@ class Ply:
     optimal: bool
     solve_seconds: float
     move_seconds: float
+    root: dict[str, list[float]] | None = None
 
 
 def judge_move(scores: np.ndarray, column: int) -> tuple[bool, bool]:
@@ -148,7 +152,12 @@ def play_game(agent: Player, scorer: Scorer, agent_first: bool = True, start: st
         t1 = time.perf_counter()
         if not np.array_equal(~np.isnan(scores), board.legal()):
             raise RuntimeError(f"position {moves!r}: the scorer's legal columns differ")
-        column = agent(moves) if agent_to_move else longest_defence(scores)
+        root = None
+        if agent_to_move:
+            chosen = agent(moves)
+            column, root = chosen if isinstance(chosen, tuple) else (chosen, None)
+        else:
+            column = longest_defence(scores)
         t2 = time.perf_counter()
         if not board.legal()[column]:
             raise RuntimeError(f"position {moves!r}: column {column + 1} is full")
@@ -158,7 +167,8 @@ def play_game(agent: Player, scorer: Scorer, agent_first: bool = True, start: st
                   position=moves, scores=[None if np.isnan(s) else float(s) for s in scores],
                   column=column + 1, value=value_name(best), best=best,
                   chosen=float(scores[column]), kept=kept, optimal=optimal,
-                  solve_seconds=t1 - t0, move_seconds=(t2 - t1) if agent_to_move else 0.0)
+                  solve_seconds=t1 - t0, move_seconds=(t2 - t1) if agent_to_move else 0.0,
+                  root=root)
         plies.append(ply)
         if on_ply:
             on_ply(ply)
@@ -264,25 +274,30 @@ def agent_player(run_dir: str, step: int | None, simulations: int,
     ``solver``: its search with the MCTS-solver or not; ``symmetry``: its network
     under the board's symmetries (``network_agent``'s; both default to the run's);
     ``ensemble``: other runs whose networks join the run's; ``graph_search``: its
-    search as a graph or a tree (``network_agent``'s)."""
+    search as a graph or a tree (``network_agent``'s). Each move comes with its
+    root's visit counts and ``Q`` per column (0 and 0.0 at a full column), so a
+    game's record shows how close each choice was."""
     import jax
 
     act, game, who = arena.network_agent(run_dir, step, simulations, solver=solver,
                                          symmetry=symmetry, ensemble=ensemble,
-                                         graph_search=graph_search)
+                                         graph_search=graph_search, root_stats=True)
     if game != "connect_four":
         raise SystemExit(f"{run_dir} trained {game}, not connect_four")
     key = jax.random.key(seed)
 
-    def move(moves: str) -> int:
+    def move(moves: str) -> tuple[int, dict[str, list[float]]]:
         padded = np.full((1, cs.CELLS), -1, np.int32)
         padded[0, :len(moves)] = [int(ch) - 1 for ch in moves]
         state = c4.pgx_states(padded)
         legal = c4.board_from_moves(padded[0, :len(moves)]).legal()
         if not np.array_equal(np.asarray(state.legal_action_mask)[0], legal):
             raise RuntimeError(f"position {moves!r}: pgx's legal moves differ")
-        return int(np.asarray(act(jax.random.split(jax.random.fold_in(key, len(moves)), 1),
-                                  state))[0])
+        action, visits, q = act(jax.random.split(jax.random.fold_in(key, len(moves)), 1),
+                                state)
+        return int(np.asarray(action)[0]), {
+            "visits": [int(v) for v in np.asarray(visits)[0]],
+            "q": [round(float(x), 4) for x in np.asarray(q)[0]]}
     return move, who
 
 

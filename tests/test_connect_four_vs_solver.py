@@ -119,6 +119,31 @@ def test_agent_second_and_illegal_moves():
         vs.play_game(lambda moves: full, brute_scores, agent_first=True, start=start)
 
 
+def test_a_players_root_is_kept_with_its_move():
+    """A player that reports the root behind each move (the network agent's
+    visits and ``Q``) has it in that ply's record, and the solver's plies have
+    none; a player that reports none records None (the earlier records' shape)."""
+    start = _start(32, +1)
+
+    def agent(moves: str) -> tuple[int, dict[str, list[float]]]:
+        column = _perfect(moves)
+        return column, {"visits": [len(moves)] * 7, "q": [float(column)] * 7}
+
+    game = vs.play_game(agent, brute_scores, agent_first=True, start=start)
+    plain = vs.play_game(_perfect, brute_scores, agent_first=True, start=start)
+    assert game["moves"] == plain["moves"]
+    for p, q in zip(game["plies"], plain["plies"], strict=True):
+        assert q["root"] is None
+        if p["mover"] == "solver":
+            assert p["root"] is None
+        else:
+            assert p["root"] == {"visits": [len(p["position"])] * 7,
+                                 "q": [float(p["column"] - 1)] * 7}
+        skip = ("root", "move_seconds", "solve_seconds")  # timings differ run to run
+        assert {k: v for k, v in p.items() if k not in skip} == \
+            {k: v for k, v in q.items() if k not in skip}
+
+
 def test_book_of_the_shipped_sets():
     book = vs.labelled_positions()
     # The empty board, labelled in begin_hard.txt: only the centre column wins.
@@ -195,3 +220,24 @@ def test_shipped_networks_are_the_recorded_games_agents(seed):
     state = c4.pgx_states(np.full((1, cs.CELLS), -1, np.int32))
     logits, _ = trainer.apply_fn(params, state.observation)
     assert int(np.argmax(np.asarray(logits)[0])) == 3
+
+
+def test_network_agents_move_comes_with_the_root_that_chose_it():
+    """The benchmark's network agent (a shipped network, a small plain search)
+    reports its root with each move: every simulation passes one root edge, the
+    move is a most visited column, and a full column has neither visits nor Q."""
+    pytest.importorskip("pgx")
+    import os
+    root_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    agent_dir = os.path.join(root_dir, "benchmarks", "agents", "connect_four_share50_s0")
+    move, who = vs.agent_player(agent_dir, None, 16, solver=False, symmetry="none",
+                                graph_search=False)
+    assert "16 simulations" in who
+    for moves in ("", "444444"):
+        column, root = move(moves)
+        visits, q = np.array(root["visits"]), np.array(root["q"])
+        assert visits.shape == q.shape == (7,) and visits.sum() == 16
+        assert visits[column] == visits.max()
+        full = ~c4.board_from_moves([int(ch) - 1 for ch in moves]).legal()
+        assert np.all(visits[full] == 0) and np.all(q[full] == 0.0)
+        assert np.all(np.isfinite(q)) and np.all(np.abs(q) <= 1.0)

@@ -156,16 +156,22 @@ def make_bot(spec: BotSpec, os_game: Any, player: int, seed: int) -> Any:
                            spec.max_memory_mb, spec.solve, seed, False)
 
 
-def greedy_search(fns: Any) -> Callable:
+def greedy_search(fns: Any, root_stats: bool = False) -> Callable:
     """The jitted greedy player of ``fns`` (a ``selfplay.SearchFns``):
     ``(params, keys [B], state [B]) -> actions [B]``, no root noise, the most
-    visited move."""
+    visited move. With ``root_stats``: ``(actions [B], visit_counts [B, A],
+    qvalues [B, A])``, the root's statistics that chose the move
+    (:meth:`jaxpuct.Tree.summary`), for a reader who wants to see how close it was."""
     from jaxpuct.alphazero import selfplay
 
     def act(params, keys, state):
         temperature = jnp.zeros((keys.shape[0],), jnp.float32)
-        return selfplay.search(fns, params, keys, state, dirichlet_fraction=0.0,
-                               temperature=temperature).action
+        out = selfplay.search(fns, params, keys, state, dirichlet_fraction=0.0,
+                              temperature=temperature)
+        if not root_stats:
+            return out.action
+        summary = out.search_tree.summary()
+        return out.action, summary.visit_counts, summary.qvalues
     return jax.jit(act)
 
 
@@ -275,7 +281,8 @@ def network_agent(run_dir: str, step: int | None = None,
                   solver: bool | None = None,
                   symmetry: str | None = None,
                   ensemble: Sequence[str] = (),
-                  graph_search: bool | None = None) -> tuple[Agent, str, str]:
+                  graph_search: bool | None = None,
+                  root_stats: bool = False) -> tuple[Agent, str, str]:
     """The greedy agent of a training run (``examples/selfplay.py``'s ``--run-dir``):
     its search with the network of checkpoint ``step`` (default: the newest intact
     one), no root noise, the most visited move.
@@ -296,6 +303,8 @@ def network_agent(run_dir: str, step: int | None = None,
         under ``symmetry="average"``, the mean over both).
       graph_search: search as a graph, transpositions sharing a node, or as a tree
         (default: as the run trained, ``SelfPlayConfig.graph_search``).
+      root_stats: the agent returns ``(actions [B], visit_counts [B, A], qvalues
+        [B, A])`` instead of the actions (:func:`greedy_search`).
 
     Returns:
       ``(agent, game, description)``.
@@ -320,7 +329,7 @@ def network_agent(run_dir: str, step: int | None = None,
         apply_fn = ensembles.ensemble_apply(apply_fn)
         params = ensembles.stack_params([params] + [p for _, _, p in members])
     fns = selfplay.make_search_fns(played, trainer.env, apply_fn, trainer.game.num_actions)
-    act = greedy_search(fns)
+    act = greedy_search(fns, root_stats=root_stats)
     description = (f"jaxpuct network of {run_dir} at iteration {iteration}"
                    + "".join(f" averaged with {d} at iteration {i}" for d, i, _ in members)
                    + f", {n} simulations{', MCTS-solver' if solve else ''}"
