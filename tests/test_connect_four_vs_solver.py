@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,12 @@ from benchmarks import connect_four_vs_solver as vs
 from jaxpuct.testing import connect_four as c4
 
 NAN = np.nan
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _shipped_agent(seed: int) -> str:
+    """The directory of a network in benchmarks/agents (the opening-share pair)."""
+    return str(ROOT / "benchmarks" / "agents" / f"connect_four_share50_s{seed}")
 
 
 def test_longest_defence_highest_score_then_centre_left_first():
@@ -201,20 +209,15 @@ def test_shipped_networks_are_the_recorded_games_agents(seed):
     digests, is the iteration its record names, and its prior plays the centre, the
     only winning move, on the empty board."""
     pytest.importorskip("pgx")
-    import json
-    import os
-
     import jax
 
     from jaxpuct.alphazero import arena, checkpoints
     from jaxpuct.alphazero.trainer import Trainer
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    agent_dir = os.path.join(root, "benchmarks", "agents", f"connect_four_share50_s{seed}")
+    agent_dir = _shipped_agent(seed)
     config = checkpoints.load_config(agent_dir)
     trainer = Trainer(config, devices=jax.devices()[:1])
     iteration, params = arena.restore_network(agent_dir, trainer)
-    with open(os.path.join(root, "docs",
-                           f"connect_four_vs_solver_c4mix_444444_s{seed}.json")) as f:
+    with open(ROOT / "docs" / f"connect_four_vs_solver_c4mix_444444_s{seed}.json") as f:
         record = json.load(f)
     assert f"runs/c4mix_s{seed} at iteration {iteration}," in record["player"]
     state = c4.pgx_states(np.full((1, cs.CELLS), -1, np.int32))
@@ -227,10 +230,7 @@ def test_network_agents_move_comes_with_the_root_that_chose_it():
     reports its root with each move: every simulation passes one root edge, the
     move is a most visited column, and a full column has neither visits nor Q."""
     pytest.importorskip("pgx")
-    import os
-    root_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    agent_dir = os.path.join(root_dir, "benchmarks", "agents", "connect_four_share50_s0")
-    move, who = vs.agent_player(agent_dir, None, 16, solver=False, symmetry="none",
+    move, who = vs.agent_player(_shipped_agent(0), None, 16, solver=False, symmetry="none",
                                 graph_search=False)
     assert "16 simulations" in who
     for moves in ("", "444444"):
