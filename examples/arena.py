@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="game g's bot is seeded with seed + g: matches meant to be "
                         "independent need seeds at least --games apart")
     p.add_argument("--json", help="also write the result to this file")
+    p.add_argument("--record-roots", action="store_true",
+                   help="with --json: each game record also keeps, for every move of "
+                        "jaxpuct, its root's visits and Q per action (`roots`, null for "
+                        "the bot's moves); not for a MuZero run")
     return p
 
 
@@ -124,16 +128,23 @@ def _is_muzero_run(run_dir: str) -> bool:
 
 def game_records(result: arena.MatchResult) -> list[dict]:
     """Each game of the match for ``--json``: who moved first, jaxpuct's result and
-    the moves (pgx's action ids)."""
+    the moves (pgx's action ids); with the agent's roots (``--record-roots``), each
+    move's root or ``None`` (:attr:`jaxpuct.alphazero.arena.MatchResult.roots`)."""
     assert result.agent_first is not None and result.outcome is not None
-    return [{"agent_first": bool(first), "result": int(outcome), "moves": list(moves)}
-            for first, outcome, moves in zip(result.agent_first, result.outcome,
-                                             result.moves, strict=True)]
+    records = [{"agent_first": bool(first), "result": int(outcome), "moves": list(moves)}
+               for first, outcome, moves in zip(result.agent_first, result.outcome,
+                                                result.moves, strict=True)]
+    if result.roots:
+        for record, roots in zip(records, result.roots, strict=True):
+            record["roots"] = list(roots)
+    return records
 
 
 def main(argv: list[str] | None = None) -> arena.MatchResult:
     args = build_parser().parse_args(argv)
     problem = games_problem(args.games) or (args.json and json_problem(args.json))
+    if not problem and args.record_roots and not args.json:
+        problem = "--record-roots keeps the roots in --json's game records: pass --json"
     if problem:
         sys.exit(f"error: {problem}")
     try:
@@ -153,13 +164,17 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
                 sys.exit("error: --agent-symmetry, --agent-ensemble and --agent-graph-search "
                          "are for known-rules searches (their network sees pgx's boards); not "
                          "for a MuZero run")
+            if args.record_roots:
+                sys.exit("error: --record-roots is for known-rules searches; not for a "
+                         "MuZero run")
             agent, game, who = muzero.network_agent(args.run_dir, args.step, args.simulations)
         elif args.run_dir:
             agent, game, who = arena.network_agent(args.run_dir, args.step, args.simulations,
                                                    solver=args.agent_solver,
                                                    symmetry=args.agent_symmetry,
                                                    ensemble=arena.split_run_dirs(args.agent_ensemble),
-                                                   graph_search=args.agent_graph_search)
+                                                   graph_search=args.agent_graph_search,
+                                                   root_stats=args.record_roots)
             if args.game and args.game != game:
                 sys.exit(f"error: --game {args.game}, but {args.run_dir!r} trained {game}")
         else:
@@ -176,7 +191,7 @@ def main(argv: list[str] | None = None) -> arena.MatchResult:
                 game, args.simulations or 100, args.value, solver=bool(args.agent_solver),
                 selection=args.agent_selection or "uct",
                 uct_c=2.0 if args.agent_uct_c is None else args.agent_uct_c,
-                tie_break=args.agent_tie_break or "first")
+                tie_break=args.agent_tie_break or "first", root_stats=args.record_roots)
     except (ValueError, CheckpointError) as err:
         sys.exit(f"error: {err}")
     print(f"{game}, {args.games} games: {who}\n  vs {bot.describe()}", flush=True)

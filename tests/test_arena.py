@@ -133,6 +133,40 @@ def test_perfect_tic_tac_toe_player_never_loses_to_random_bot():
                           "moves": list(result.moves[0])}
 
 
+def test_a_match_keeps_the_agents_root_with_each_of_its_moves(tmp_path):
+    """``--record-roots``: every move of the agent comes with the root that chose it
+    (visits summing to the simulations, none on an occupied cell, the move a most
+    visited one), every move of the bot with ``None``, in the result and the JSON."""
+    import json
+
+    from examples import arena as arena_cli
+    path = tmp_path / "match.json"
+    result = arena_cli.main(["--game", "tic_tac_toe", "--simulations", "8", "--value", "zero",
+                             "--opponent", "random", "--games", "2", "--seed", "3",
+                             "--json", str(path), "--record-roots"])
+    records = json.loads(path.read_text())["game_records"]
+    assert len(result.roots) == len(records) == 2
+    agent_moves = 0
+    for moves, roots, first, record in zip(result.moves, result.roots, result.agent_first,
+                                           records, strict=True):
+        assert len(roots) == len(moves) and record["roots"] == list(roots)
+        for ply, (move, root) in enumerate(zip(moves, roots, strict=True)):
+            if (ply % 2 == 0) != bool(first):
+                assert root is None
+                continue
+            visits = np.array(root["visits"])
+            assert visits.shape == (9,) and len(root["q"]) == 9
+            assert np.isfinite(root["q"]).all()
+            assert visits.sum() == 8 and visits[move] == visits.max()
+            assert visits[list(moves[:ply])].sum() == 0
+            agent_moves += 1
+    assert agent_moves >= 4
+    # Without the flag the records stay as they were.
+    plain = arena.play_match(_perfect_ttt_agent(), "tic_tac_toe", arena.BotSpec(kind="random"),
+                             num_games=2, seed=3)
+    assert plain.roots == ()
+
+
 def test_mismatch_is_caught():
     """A legal mask that disagrees with OpenSpiel raises, naming the game and ply."""
     state = pyspiel.load_game("connect_four").new_initial_state()
@@ -236,6 +270,12 @@ def test_arena_command_line_checks_its_arguments_before_playing(tmp_path, monkey
         message = _arena_exit(["--run-dir", str(muzero_run)] + flag, monkeypatch)
         assert message.startswith("error: --agent-symmetry, --agent-ensemble and "
                                   "--agent-graph-search are for known-rules searches")
+    message = _arena_exit(["--run-dir", str(muzero_run), "--record-roots", "--json",
+                           str(tmp_path / "r.json")], monkeypatch)
+    assert message == "error: --record-roots is for known-rules searches; not for a MuZero run"
+    message = _arena_exit(pure + ["--games", "2", "--record-roots"], monkeypatch)
+    assert message == ("error: --record-roots keeps the roots in --json's game records: "
+                       "pass --json")
     missing = tmp_path / "no_such_run"
     message = _arena_exit(["--run-dir", str(missing)], monkeypatch)
     assert message.startswith(f"error: --run-dir {str(missing)!r} does not exist")

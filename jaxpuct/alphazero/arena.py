@@ -361,8 +361,8 @@ def pure_search_rule(selection: str, uct_c: float = 2.0,
 
 def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
                       solver: bool = False, selection: str = "uct",
-                      uct_c: float = 2.0, tie_break: TieBreak = "first"
-                      ) -> tuple[Agent, str]:
+                      uct_c: float = 2.0, tie_break: TieBreak = "first",
+                      root_stats: bool = False) -> tuple[Agent, str]:
     """A greedy search without a network and, at each new leaf, ``value``
     ``"zero"`` (only terminal rewards inform it) or ``"rollouts"`` (the outcome of one
     uniform random rollout to the end of the game, :mod:`jaxpuct.envs.rollouts` with
@@ -377,6 +377,9 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
     prior: with none it explores too little; in connect four at equal simulations,
     100 and 1,000, it scored 0.25 and 0.36 against MCTSBot where UCT scored 0.40 and
     0.49, over 256 games each; docs/arena.md).
+
+    ``root_stats``: the agent returns ``(actions [B], visit_counts [B, A], qvalues
+    [B, A])``, as :func:`greedy_search`'s.
 
     Returns:
       ``(agent, description)``.
@@ -402,7 +405,7 @@ def pure_search_agent(game: str, num_simulations: int, value: str = "zero",
         fns = dataclasses.replace(fns, recurrent_fn=rollouts.make_recurrent_fn(
             zero_apply(pgx_game.num_actions), pgx_game.environment, mix=1.0,
             max_steps=MAX_MOVES[game], **rollout_rules(game)))
-    act = greedy_search(fns)
+    act = greedy_search(fns, root_stats=root_stats)
     description = (f"jaxpuct pure {rule_words}, {num_simulations} simulations, "
                    f"{'one random rollout per leaf' if value == 'rollouts' else 'zero value'}"
                    f"{', MCTS-solver' if solver else ''}), greedy")
@@ -424,6 +427,10 @@ class MatchResult:
         included), so that a game can be replayed and looked into.
       agent_first: ``[G]`` bool, the games where jaxpuct moved first.
       outcome: ``[G]`` jaxpuct's result of each game, +1, 0 or -1.
+      roots: empty, or (when the agent returns its root's statistics) for each game
+        one entry per move of ``moves``: ``{"visits": [A], "q": [A]}`` for the
+        agent's moves, the root that chose them, and ``None`` for the bot's moves
+        and forced passes.
     """
 
     game: str
@@ -436,6 +443,7 @@ class MatchResult:
     moves: tuple[tuple[int, ...], ...] = ()
     agent_first: np.ndarray | None = None
     outcome: np.ndarray | None = None
+    roots: tuple[tuple[dict | None, ...], ...] = ()
 
     def report(self) -> str:
         return "\n".join([f"jaxpuct as first player:  {self.first.summary()}",
@@ -455,7 +463,10 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
 
     Args:
       agent: ``(keys [B], pgx states [B]) -> actions [B]`` (jitted; see
-        :func:`network_agent`, :func:`pure_search_agent`).
+        :func:`network_agent`, :func:`pure_search_agent`), or ``-> (actions [B],
+        visit_counts [B, A], qvalues [B, A])`` (``network_agent(...,
+        root_stats=True)``): then the result's ``roots`` keep each of its moves'
+        root.
       game: one of :data:`ARENA_GAMES`.
       bot: the OpenSpiel opponent; game ``g`` seeds its bot with ``seed + g``
         (modulo ``2**31``).
@@ -490,6 +501,8 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
     plies = np.zeros(b, np.int64)
     forced = np.zeros(b, np.int64)
     moves: list[list[int]] = [[] for _ in range(b)]
+    roots: list[list[dict | None]] = [[] for _ in range(b)]
+    with_roots = False
     bot_seconds, done_before = 0.0, 0
     max_plies = MAX_MOVES[game] + _MAX_FORCED_PASSES + 1
     for ply in range(max_plies):
@@ -504,8 +517,14 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
             break
         rng, key = jax.random.split(rng)
         agent_to_move = ~terminal & (player == agent_id)
-        agent_actions = (np.asarray(agent(jax.random.split(key, b), state))
-                         if agent_to_move.any() else None)
+        agent_actions = root_visits = root_q = None
+        if agent_to_move.any():
+            out = agent(jax.random.split(key, b), state)
+            if isinstance(out, tuple):
+                agent_actions, root_visits, root_q = map(np.asarray, out)
+                with_roots = True
+            else:
+                agent_actions = np.asarray(out)
         actions = np.zeros(b, np.int32)
         for g in np.flatnonzero(~terminal):
             os_state, where = os_states[g], f"{game} game {g}, ply {ply}"
@@ -513,6 +532,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
                 actions[g] = _forced_pass(game, legal[g], forced[g], where)
                 forced[g] += 1
                 moves[g].append(int(actions[g]))
+                roots[g].append(None)
                 continue
             check_same_position(game, legal[g], False, os_state, where)
             os_player = 0 if player[g] == first_id[g] else 1
@@ -520,10 +540,14 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
                 raise ArenaMismatchError(f"{where}: OpenSpiel player {os_state.current_player()}"
                                          f" to move, pgx player id {player[g]} (= OpenSpiel "
                                          f"{os_player})")
+            root = None
             if agent_to_move[g] and agent_actions is not None:
                 action = int(agent_actions[g])
                 if not 0 <= action < legal.shape[1] or not legal[g, action]:
                     raise ArenaMismatchError(f"{where}: the agent chose illegal {action}")
+                if root_visits is not None:
+                    root = {"visits": [int(v) for v in root_visits[g]],
+                            "q": [round(float(q), 4) for q in root_q[g]]}
             else:
                 tic = time.perf_counter()
                 action = pgx_action(game, bots[g].step(os_state))
@@ -531,6 +555,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
             os_state.apply_action(openspiel_action(game, action))
             actions[g] = action
             moves[g].append(action)
+            roots[g].append(root)
             plies[g] += 1
         state = env_step(state, jnp.asarray(actions))
     else:
@@ -540,7 +565,8 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
                        second=_score(outcome[~agent_first]), total=_score(outcome),
                        plies=plies + forced, seconds=time.perf_counter() - start,
                        bot_seconds=bot_seconds, moves=tuple(map(tuple, moves)),
-                       agent_first=agent_first, outcome=outcome)
+                       agent_first=agent_first, outcome=outcome,
+                       roots=tuple(map(tuple, roots)) if with_roots else ())
 
 
 def _forced_pass(game: str, legal: np.ndarray, passes_so_far: int, where: str) -> int:
