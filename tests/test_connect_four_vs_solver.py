@@ -21,9 +21,17 @@ NAN = np.nan
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _shipped_agent(seed: int) -> str:
-    """The directory of a network in benchmarks/agents (the opening-share pair)."""
-    return str(ROOT / "benchmarks" / "agents" / f"connect_four_share50_s{seed}")
+def _shipped_agent(seed: int, pair: str = "share50") -> str:
+    """The directory of a network in benchmarks/agents: the half-opened pair with the
+    large buffer (``share50``) or the recipe's pair (``80min``)."""
+    return str(ROOT / "benchmarks" / "agents" / f"connect_four_{pair}_s{seed}")
+
+
+# Each shipped network: its pair's name, the game record naming it, its run.
+SHIPPED = [("share50", 0, "connect_four_vs_solver_c4mix_444444_s0.json", "runs/c4mix_s0"),
+           ("share50", 1, "connect_four_vs_solver_c4mix_444444_s1.json", "runs/c4mix_s1"),
+           ("80min", 0, "connect_four_vs_solver_c4small.json", "runs/c4small_s0"),
+           ("80min", 1, "connect_four_vs_solver_c4small.json", "runs/c4small_s1")]
 
 
 def test_longest_defence_highest_score_then_centre_left_first():
@@ -202,24 +210,26 @@ def test_book_from_earlier_game_records(tmp_path):
         vs.merged_books(book, vs.positions_of_games([str(other)]))
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_shipped_networks_are_the_recorded_games_agents(seed):
-    """benchmarks/agents holds the opening-share pair's networks (exported from the
-    runs whose games against the solver are recorded in docs/): each passes its
-    digests, is the iteration its record names, and its prior plays the centre, the
-    only winning move, on the empty board."""
+@pytest.mark.parametrize("pair,seed,record_file,run", SHIPPED)
+def test_shipped_networks_are_the_recorded_games_agents(pair, seed, record_file, run):
+    """benchmarks/agents holds two pairs' networks (exported from the runs whose
+    games against the solver are recorded in docs/): each passes its digests, is the
+    iteration its record names, and its prior plays the centre, the only winning
+    move, on the empty board."""
     pytest.importorskip("pgx")
+    import re
+
     import jax
 
     from jaxpuct.alphazero import arena, checkpoints
     from jaxpuct.alphazero.trainer import Trainer
-    agent_dir = _shipped_agent(seed)
+    agent_dir = _shipped_agent(seed, pair)
     config = checkpoints.load_config(agent_dir)
     trainer = Trainer(config, devices=jax.devices()[:1])
     iteration, params = arena.restore_network(agent_dir, trainer)
-    with open(ROOT / "docs" / f"connect_four_vs_solver_c4mix_444444_s{seed}.json") as f:
+    with open(ROOT / "docs" / record_file) as f:
         record = json.load(f)
-    assert f"runs/c4mix_s{seed} at iteration {iteration}," in record["player"]
+    assert re.search(re.escape(f"{run} at iteration {iteration}") + "[ ,]", record["player"])
     state = c4.pgx_states(np.full((1, cs.CELLS), -1, np.int32))
     logits, _ = trainer.apply_fn(params, state.observation)
     assert int(np.argmax(np.asarray(logits)[0])) == 3
