@@ -545,7 +545,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
                 action = int(agent_actions[g])
                 if not 0 <= action < legal.shape[1] or not legal[g, action]:
                     raise ArenaMismatchError(f"{where}: the agent chose illegal {action}")
-                if root_visits is not None:
+                if root_visits is not None and root_q is not None:
                     root = {"visits": [int(v) for v in root_visits[g]],
                             "q": [round(float(q), 4) for q in root_q[g]]}
             else:
