@@ -455,7 +455,7 @@ def _train(config: az.SelfPlayConfig, options: az.RunOptions, guard: interrupts.
                          f"intact (resume with --resume, or --resume-step N for an older one)")
             train_seconds += time.time() - tick
             it = int(jax.device_get(ts.iteration))
-            record = {"iteration": it, "seconds": round(time.time() - start, 2),
+            record = {"iteration": it, "seconds": round(time.time() - start, 4),
                       "train_seconds": round(train_seconds, 4), **metrics}
             out_of_time = bool(budget) and train_seconds >= budget
             if out_of_time:
