@@ -295,9 +295,7 @@ def agent_player(run_dir: str, step: int | None, simulations: int,
             raise RuntimeError(f"position {moves!r}: pgx's legal moves differ")
         action, visits, q = act(jax.random.split(jax.random.fold_in(key, len(moves)), 1),
                                 state)
-        return int(np.asarray(action)[0]), {
-            "visits": [int(v) for v in np.asarray(visits)[0]],
-            "q": [round(float(x), 4) for x in np.asarray(q)[0]]}
+        return int(np.asarray(action)[0]), arena.root_record(visits[0], q[0])
     return move, who
 
 

@@ -175,6 +175,14 @@ def greedy_search(fns: Any, root_stats: bool = False) -> Callable:
     return jax.jit(act)
 
 
+def root_record(visit_counts: Any, qvalues: Any) -> dict[str, list]:
+    """One root of :func:`greedy_search` with ``root_stats`` as a game record keeps
+    it: ``{"visits": [A] ints, "q": [A] floats to 4 decimals}`` from one row's
+    ``visit_counts [A]`` and ``qvalues [A]``."""
+    return {"visits": [int(v) for v in np.asarray(visit_counts)],
+            "q": [round(float(q), 4) for q in np.asarray(qvalues)]}
+
+
 def _check_run_dir(run_dir: str, what: str = "--run-dir") -> None:
     """Said here rather than by ``load_config``, whose hint is about resuming a run."""
     from jaxpuct.alphazero.checkpoints import CheckpointError
@@ -546,8 +554,7 @@ def play_match(agent: Agent, game: str, bot: BotSpec, num_games: int, seed: int 
                 if not 0 <= action < legal.shape[1] or not legal[g, action]:
                     raise ArenaMismatchError(f"{where}: the agent chose illegal {action}")
                 if root_visits is not None and root_q is not None:
-                    root = {"visits": [int(v) for v in root_visits[g]],
-                            "q": [round(float(q), 4) for q in root_q[g]]}
+                    root = root_record(root_visits[g], root_q[g])
             else:
                 tic = time.perf_counter()
                 action = pgx_action(game, bots[g].step(os_state))
