@@ -3,11 +3,10 @@
     python -m benchmarks.connect_four_errors MATCH.json [MATCH.json ...] [--json out.json]
 
 Reads the game records of ``examples/arena.py --json`` (``game_records``: who
-moved first and the columns played) and replays each game the agent lost on a
-NumPy board of its own (6 rows, 7 columns; a stone lands on the lowest empty cell
-of its column; four in a row, column or diagonal wins). Every move of the agent
-is checked against the position before it, and the game is filed under the
-agent's first error:
+moved first and the columns played) and replays each game the agent lost with
+:class:`jaxpuct.testing.connect_four.Board` (the exact solver's board). Every move
+of the agent is checked against the position before it, and the game is filed
+under the agent's first error:
 
 * ``missed a win in one``: some legal move won at once, and the agent played
   another;
@@ -31,64 +30,39 @@ import argparse
 import json
 from collections.abc import Sequence
 
-import numpy as np
+from jaxpuct.testing.connect_four import EMPTY, Board
 
-ROWS, COLUMNS = 6, 7
 CATEGORIES = ("missed a win in one", "let the opponent win at once", "no safe move", "other")
 
 
-def drop(board: np.ndarray, column: int, player: int) -> np.ndarray:
-    """``board [6, 7]`` (0 empty, 1 first player, 2 second; row 0 the top) with
-    ``player``'s stone in ``column``; ``ValueError`` for a full column."""
-    empty = np.nonzero(board[:, column] == 0)[0]
-    if empty.size == 0:
-        raise ValueError(f"column {column} is full.")
-    out = board.copy()
-    out[empty.max(), column] = player
-    return out
+def winning_columns(board: Board) -> list[int]:
+    """The legal columns where the player to move makes four at once."""
+    return [c for c, legal in enumerate(board.legal()) if legal and board.wins(c)]
 
 
-def has_four(board: np.ndarray, player: int) -> bool:
-    """Whether ``player`` has four in a row, column or diagonal on ``board``."""
-    mine = board == player
-    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-        for r in range(ROWS):
-            for c in range(COLUMNS):
-                cells = [(r + k * dr, c + k * dc) for k in range(4)]
-                if all(0 <= i < ROWS and 0 <= j < COLUMNS and mine[i, j] for i, j in cells):
-                    return True
-    return False
-
-
-def legal_columns(board: np.ndarray) -> list[int]:
-    return [c for c in range(COLUMNS) if board[0, c] == 0]
-
-
-def winning_columns(board: np.ndarray, player: int) -> list[int]:
-    """The legal columns where ``player``'s stone makes four at once."""
-    return [c for c in legal_columns(board) if has_four(drop(board, c, player), player)]
+def safe_columns(board: Board) -> list[int]:
+    """The legal columns after which the opponent has no win in one."""
+    return [c for c, legal in enumerate(board.legal())
+            if legal and not winning_columns(board.play(c))]
 
 
 def first_error(moves: Sequence[int], agent_first: bool) -> str:
     """The category (module docstring) of the agent's first one-move error in the
-    game ``moves`` (columns, first player's move first)."""
-    board = np.zeros((ROWS, COLUMNS), np.int8)
-    agent = 1 if agent_first else 2
+    game ``moves`` (columns, the first player's move first)."""
+    board = EMPTY
     for ply, column in enumerate(moves):
-        player = 1 + ply % 2
-        if player == agent:
-            wins = winning_columns(board, player)
+        if (ply % 2 == 0) == agent_first:
+            wins = winning_columns(board)
             if wins:
                 if column not in wins:
                     return "missed a win in one"
             else:
-                safe = [c for c in legal_columns(board)
-                        if not winning_columns(drop(board, c, player), 3 - player)]
+                safe = safe_columns(board)
                 if not safe:
                     return "no safe move"
                 if column not in safe:
                     return "let the opponent win at once"
-        board = drop(board, column, player)
+        board = board.play(int(column))
     return "other"
 
 

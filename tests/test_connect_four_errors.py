@@ -3,10 +3,10 @@ error, on hand-built games whose errors are known."""
 
 import json
 
-import numpy as np
 import pytest
 
 from benchmarks import connect_four_errors as errors
+from jaxpuct.testing.connect_four import board_from_moves
 
 # The agent moves first: it stacks three in column 0 while the opponent stacks three
 # in column 6, then plays 5 where 0 wins at once; the opponent completes column 6.
@@ -17,52 +17,30 @@ UNPARRIED = [0, 6, 2, 6, 4, 6, 1, 6]
 # The opponent moves first along the bottom row (2, 3, 4), the agent on top of it; at
 # the agent's third move both 1 and 5 win for the opponent: no move is safe.
 DOUBLE_THREAT = [2, 2, 3, 3, 4, 1, 5]
-
-
-def board_after(moves):
-    board = np.zeros((6, 7), np.int8)
-    for ply, column in enumerate(moves):
-        board = errors.drop(board, column, 1 + ply % 2)
-    return board
-
-
-def test_stones_land_on_the_lowest_empty_cell_and_a_full_column_is_refused():
-    board = board_after([3, 3, 3])
-    assert board[5, 3] == 1 and board[4, 3] == 2 and board[3, 3] == 1
-    assert board.sum() == 4 and board[:3].sum() == 0
-    full = board_after([0] * 6)
-    with pytest.raises(ValueError, match="column 0 is full"):
-        errors.drop(full, 0, 1)
-    assert errors.legal_columns(full) == [1, 2, 3, 4, 5, 6]
-
-
-@pytest.mark.parametrize("cells", [
-    [(5, 0), (5, 1), (5, 2), (5, 3)],   # a row
-    [(2, 6), (3, 6), (4, 6), (5, 6)],   # a column
-    [(5, 0), (4, 1), (3, 2), (2, 3)],   # a rising diagonal
-    [(2, 3), (3, 4), (4, 5), (5, 6)],   # a falling diagonal
-])
-def test_four_in_any_line_wins_and_three_does_not(cells):
-    board = np.zeros((6, 7), np.int8)
-    for i, j in cells[:3]:
-        board[i, j] = 2
-    assert not errors.has_four(board, 2)
-    board[cells[3]] = 2
-    assert errors.has_four(board, 2) and not errors.has_four(board, 1)
+# The agent drops a stone under the opponent's winning cell: the opponent (first) has
+# 0, 1, 2 on the second row from the bottom, and the cell at column 3 there becomes
+# playable only once column 3 holds a stone. The agent's 3 gives it; 4 was safe.
+UNDER_THE_THREAT = [1, 0, 0, 2, 2, 6, 1, 3, 3]
 
 
 def test_the_hand_built_games_end_as_written():
-    for moves, winner in ((MISSED_WIN, 2), (UNPARRIED, 2), (DOUBLE_THREAT, 1)):
-        board = board_after(moves)
-        assert errors.has_four(board, winner)
-        assert not errors.has_four(board_after(moves[:-1]), winner)
-    assert errors.winning_columns(board_after(DOUBLE_THREAT[:5]), 1) == [1, 5]
+    for moves in (MISSED_WIN, UNPARRIED, DOUBLE_THREAT, UNDER_THE_THREAT):
+        assert board_from_moves(moves[:-1]).wins(moves[-1])
+    assert errors.winning_columns(board_from_moves(DOUBLE_THREAT[:5])) == []
+    assert errors.winning_columns(board_from_moves(DOUBLE_THREAT[:5] + [0])) == [1, 5]
+    assert errors.safe_columns(board_from_moves(DOUBLE_THREAT[:5])) == []
+    assert errors.winning_columns(board_from_moves(MISSED_WIN[:6])) == [0]
+    assert errors.safe_columns(board_from_moves(UNPARRIED[:6])) == [6]
+    before = board_from_moves(UNDER_THE_THREAT[:7])
+    assert errors.winning_columns(before) == [] and errors.winning_columns(before.play(4)) == []
+    assert 3 not in errors.safe_columns(before) and 4 in errors.safe_columns(before)
 
 
 @pytest.mark.parametrize("moves, agent_first, expected", [
     (MISSED_WIN, True, "missed a win in one"),
     (UNPARRIED, True, "let the opponent win at once"),
     (DOUBLE_THREAT, False, "no safe move"),
+    (UNDER_THE_THREAT, False, "let the opponent win at once"),
 ])
 def test_each_lost_game_is_filed_under_its_first_error(moves, agent_first, expected):
     assert errors.first_error(moves, agent_first) == expected
