@@ -37,7 +37,7 @@ import jax.numpy as jnp
 
 from jaxpuct import extensions as ext_lib
 from jaxpuct import graph as graph_lib
-from jaxpuct import validation
+from jaxpuct import prng, validation
 from jaxpuct import virtual_loss as vl_lib
 from jaxpuct.backup import backup_visits, store_leaves
 from jaxpuct.expanders import Expander, evaluate_walks
@@ -147,7 +147,7 @@ def run(params: Any, keys: SearchKeys, tree: Tree, expander: Expander, rule: Sel
         backup = store_and_backup_tree
 
     def walk_once(t, sim, path_nodes, path_actions, marks):
-        tie_keys = jax.vmap(jax.random.fold_in, (0, None))(keys.elements, sim)
+        tie_keys = prng.fold_in(keys.elements, sim)
         return select(t, rule, depth_limit, tie_keys, marks, sim, path_nodes, path_actions,
                       stop)
 
@@ -175,8 +175,7 @@ def run(params: Any, keys: SearchKeys, tree: Tree, expander: Expander, rule: Sel
     # to a five-round loop of its own, which a B = 1 search step paid again on
     # every step (with a rollout expander: 124 kernels per step before, 111
     # after). Dropped by XLA when the expander ignores its key.
-    step_keys = jax.vmap(jax.random.fold_in, (None, 0))(
-        keys.shared, jnp.arange(config.num_steps, dtype=jnp.uint32))
+    step_keys = prng.fold_in(keys.shared, jnp.arange(config.num_steps, dtype=jnp.uint32))
     # Graph search marks each node it enters with the simulation's number, which
     # finds cycles in O(1) per step instead of scanning the path.
     marks = jnp.full(tree.node_visits.shape, -1, jnp.int32) if tree.is_graph else None

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import prng
+
 
 def _log1mexp(x: jax.Array) -> jax.Array:
     """``log(1 - exp(x))`` for ``x <= 0``, stable at both ends (Mächler 2012)."""
@@ -91,14 +93,12 @@ def stochastic_beam_top_k(keys: jax.Array, factor_log_probs: Sequence[jax.Array]
     # location log 1 = 0. Drawn, not fixed: the inclusion probabilities read κ on
     # the absolute scale of log π + g (a constant would shift every value by it).
     num_factors = len(factor_log_probs)
-    perturbed = jax.vmap(lambda k: jax.random.gumbel(
-        jax.random.fold_in(k, num_factors), (1,)))(keys)
+    perturbed = prng.gumbel(prng.fold_in(keys, num_factors), (1,))
     for f, logp in enumerate(factor_log_probs):
         n = logp.shape[-1]
         width = ids.shape[1]
         child_logp = log_prior[:, :, None] + logp[:, None, :].astype(jnp.float32)
-        gumbel = jax.vmap(lambda k, f=f, width=width, n=n: jax.random.gumbel(
-            jax.random.fold_in(k, f), (width, n)))(keys)
+        gumbel = prng.gumbel(prng.fold_in(keys, f), (width, n))
         free = jnp.where(child_logp > -jnp.inf, child_logp + gumbel, -jnp.inf)
         top = jnp.max(free, axis=-1, keepdims=True)
         child = truncated_gumbel(top, free, perturbed[:, :, None])

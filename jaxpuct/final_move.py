@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpuct import prng
 from jaxpuct.indexing import row_take
 from jaxpuct.numerics import WEIGHT_FLOOR, normalize
 from jaxpuct.selection import PUCTConfig, exploration_weight
@@ -188,7 +189,7 @@ def sample_action(rng_keys: jax.Array, weights: jax.Array) -> jax.Array:
     ``rng_keys [B]``); ``-1`` in a row with no weight."""
     has_weight = jnp.any(weights > 0, axis=-1)
     logits = jnp.where(weights > 0, jnp.log(jnp.maximum(weights, WEIGHT_FLOOR)), -jnp.inf)
-    action = jax.vmap(jax.random.categorical)(rng_keys, logits)
+    action = prng.categorical(rng_keys, logits)
     return jnp.where(has_weight, action, -1).astype(jnp.int32)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from jaxpuct import early_stop as early_stop_lib
 from jaxpuct import engine as engine_lib
 from jaxpuct import extensions as ext_lib
-from jaxpuct import validation
+from jaxpuct import prng, validation
 from jaxpuct.engine import EngineConfig, SearchKeys
 from jaxpuct.expanders import Expander
 from jaxpuct.graph import GraphConfig
@@ -242,7 +242,7 @@ def prepare(root: Any, rng_key: jax.Array, num_simulations: int,
     if invalid_actions is not None:
         validation.check_mask("invalid_actions", invalid_actions, (batch_size, num_actions))
     shared_key, element_keys = validation.split_keys(rng_key, batch_size)
-    pairs = jax.vmap(lambda k: jax.random.split(k, 2))(element_keys)
+    pairs = prng.split(element_keys, 2)
     noise_keys, sample_keys = pairs[:, 0], pairs[:, 1]
     if tree is None:
         prior, legal = root_prior_and_legal(root, invalid_actions)

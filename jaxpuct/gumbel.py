@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpuct import frame, validation
+from jaxpuct import frame, prng, validation
 from jaxpuct import solver as solver_lib
 from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.expanders import RecurrentExpander
@@ -520,8 +520,7 @@ class GumbelRoot:
         else:
             # Each element draws from its own key (the frame's per-tree move key),
             # so the batch elements stay independent.
-            gumbel = jax.vmap(lambda k: jax.random.gumbel(k, (num_actions,)))(
-                prepared.sample_keys)
+            gumbel = prng.gumbel(prepared.sample_keys, (num_actions,))
         scale = jnp.reshape(jnp.asarray(gumbel_scale, jnp.float32), (-1, 1))
         gumbel = scale * jnp.asarray(gumbel, jnp.float32)
         gumbel = jnp.pad(gumbel, ((0, 0), (0, width - num_actions)))

@@ -12,6 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import prng
 from jaxpuct.indexing import row_take
 
 # Smallest divisor used when normalising non-negative weights: far below any
@@ -40,8 +41,7 @@ def batch_where(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
 def key_uniform(rng_keys: jax.Array, width: int, salt: int) -> jax.Array:
     """``[B, width]`` uniform draws in [0, 1), row ``b`` from ``rng_keys[b]`` folded
     with ``salt`` (so draws for different purposes from the same keys differ)."""
-    return jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, salt),
-                                                 (width,)))(rng_keys)
+    return prng.uniform(prng.fold_in(rng_keys, salt), (width,))
 
 
 def argmax_by_priority(scores: jax.Array, priority: jax.Array) -> jax.Array:

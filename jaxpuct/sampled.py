@@ -86,7 +86,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxpuct import frame, validation
+from jaxpuct import frame, prng, validation
 from jaxpuct import gumbel as gumbel_lib
 from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.factored import stochastic_beam_top_k
@@ -248,7 +248,7 @@ class DiscreteActions:
         [M, A]``, one row per key of ``keys [M]``."""
         prior, legal = prior_and_legal(logits, legal)
         log_prior = jnp.where(prior > 0, jnp.log(jnp.where(prior > 0, prior, 1.0)), -jnp.inf)
-        gumbel = jax.vmap(lambda k: jax.random.gumbel(k, (self.num_actions,)))(keys)
+        gumbel = prng.gumbel(keys, (self.num_actions,))
         actions, valid, log_q = gumbel_top_k(log_prior, gumbel, num_samples)
         if correction == "uniform":
             slot_logits = jnp.zeros(actions.shape, jnp.float32)
@@ -514,7 +514,7 @@ class SampledExpander:
         terminal = getattr(output, "terminal", None)
         terminal = (jnp.zeros((rows,), jnp.bool_) if terminal is None
                     else terminal.astype(jnp.bool_))
-        keys = jax.vmap(jax.random.fold_in)(embedding.key, action)
+        keys = prng.fold_in(embedding.key, action)
         samples = _draw(space, keys, output.prior_logits, legal, self.layout)
         prior, slot_legal = prior_and_legal(samples.logits, samples.valid)
         node = NodeData(
@@ -605,7 +605,7 @@ def _sampled_root(root: Any, rng_key: jax.Array, invalid_actions: jax.Array | No
         validation.check_mask("invalid_actions", invalid_actions, (batch_size, width))
     legal = root_legal_mask(root, invalid_actions) if not space.continuous else None
     element_keys = validation.split_keys(rng_key, batch_size)[1]
-    keys = _raw_keys(jax.vmap(jax.random.fold_in, (0, None))(element_keys, _SAMPLE_SALT))
+    keys = _raw_keys(prng.fold_in(element_keys, _SAMPLE_SALT))
     samples = _draw(space, keys, root.prior_logits, legal, layout)
     return RootFnOutput(
         prior_logits=samples.logits, value=root.value,

@@ -98,7 +98,7 @@ from typing import Literal, NamedTuple, get_args
 import jax
 import jax.numpy as jnp
 
-from jaxpuct import validation
+from jaxpuct import prng, validation
 from jaxpuct.numerics import argmax_by_priority, gather_rows, key_uniform
 from jaxpuct.tree import ILLEGAL, Tree, edge_qvalues
 
@@ -445,7 +445,7 @@ def node_scores(tree: Tree, config: PUCTConfig, node: jax.Array, is_root: bool,
     uniform = None
     if config.tie_noise > 0:
         # Each tree draws from its own key, so batch elements stay independent.
-        uniform = jax.vmap(lambda k: jax.random.uniform(k, (tree.num_actions,)))(rng_keys)
+        uniform = prng.uniform(rng_keys, (tree.num_actions,))
     explore_factor = None
     if config.needs_second_moment:
         if tree.node_sq_values is None:

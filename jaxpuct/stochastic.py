@@ -82,7 +82,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxpuct import frame, validation
+from jaxpuct import frame, prng, validation
 from jaxpuct import gumbel as gumbel_lib
 from jaxpuct import solver as solver_lib
 from jaxpuct._dataclass import Replaceable, pytree_dataclass
@@ -348,7 +348,7 @@ class ChanceExpander:
         from_decision = embedding.is_decision
         need_decision = needed & from_decision
         need_chance = needed & ~from_decision
-        decision_key, chance_key = jax.random.split(rng_key)
+        decision_key, chance_key = prng.split(rng_key, 2)
 
         def call_decision():
             act = jnp.where(need_decision, action, 0).clip(0, a - 1).astype(jnp.int32)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from jaxpuct import prng
 from jaxpuct.tree import Tree
 
 # Salt that derives the batch-shared key from the first per-element key, so the
@@ -377,12 +378,12 @@ def split_keys(rng_key: jax.Array, batch_size: int) -> tuple[jax.Array, jax.Arra
     typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
     single_ndim = 0 if typed else 1
     if key.ndim == single_ndim:
-        shared, per_element = jax.random.split(key)
-        return shared, jax.random.split(per_element, batch_size)
+        shared, per_element = prng.split(key, 2)
+        return shared, prng.split(per_element, batch_size)
     if key.ndim == single_ndim + 1:
         if key.shape[0] != batch_size:
             raise ValueError(f"rng_key must be one key or a batch of B={batch_size} keys, "
                              f"got shape {list(key.shape)}.")
-        return jax.random.fold_in(key[0], SHARED_KEY_SALT), key
+        return prng.fold_in(key[0], SHARED_KEY_SALT), key
     raise ValueError(f"rng_key must be one key or a batch of B={batch_size} keys, "
                      f"got shape {list(key.shape)}.")

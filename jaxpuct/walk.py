@@ -21,6 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import prng
 from jaxpuct._dataclass import Replaceable, pytree_dataclass
 from jaxpuct.indexing import row_set, row_take, row_take_once
 from jaxpuct.selection import SelectionRule
@@ -152,7 +153,7 @@ def select(tree: Tree, rule: SelectionRule, max_depth: int, rng_keys: jax.Array,
     root = jnp.full((batch_size,), Tree.ROOT_INDEX, jnp.int32)
 
     def step_keys(depth):
-        return jax.vmap(jax.random.fold_in, (0, None))(rng_keys, depth)
+        return prng.fold_in(rng_keys, depth)
 
     active = ~tree.node_terminal[:, Tree.ROOT_INDEX]
     if stop_fn is not None:
