@@ -1,7 +1,8 @@
 """jax.random's Threefry streams, computed elementwise over a batch of keys.
 
 Every random number a search draws (its keys' splits and ``fold_in``s, the Gumbel
-draw, tie-breaking noise, a sampled move) goes through these functions. For keys of
+draw, tie-breaking noise, a sampled move, the root's Dirichlet noise) goes through
+these functions. Except :func:`log_gamma` (a sampler of its own), for keys of
 JAX's default implementation (Threefry-2x32, Salmon et al. 2011, "Parallel random
 numbers: as easy as 1, 2, 3") with ``jax_threefry_partitionable`` on (JAX's default),
 they return exactly what ``jax.vmap`` of the matching ``jax.random`` function
@@ -195,3 +196,68 @@ def categorical(keys: jax.Array, logits: jax.Array) -> jax.Array:
         return fn(keys, logits)
     noise = gumbel(keys, (logits.shape[-1],))
     return jnp.argmax(noise + logits, axis=-1)
+
+
+def _open_unit_floats(raw: jax.Array) -> jax.Array:
+    # The 23 top bits as a float in (0, 1): a half step away from both ends, so that
+    # log and the inverse error function stay finite.
+    return ((raw >> _MANTISSA_SHIFT).astype(jnp.float32) + np.float32(0.5)) * np.float32(2.0**-23)
+
+
+# Rounds of the gamma sampler's rejection loop before it gives up on a draw. A round
+# accepts with probability above 0.95 for every alpha (Marsaglia and Tsang 2000), so a
+# draw still open after 32 rounds has probability below 0.05**32.
+GAMMA_ROUNDS = 32
+_BOOST_SALT = 0x6A09E667
+
+
+def log_gamma(keys: jax.Array, alpha: jax.Array | float, shape: tuple[int, ...]
+              ) -> jax.Array:
+    """``log`` of Gamma(``alpha``, 1) draws, ``[*batch, *shape]``, every draw of a key
+    from that key alone.
+
+    Marsaglia and Tsang's rejection method (2000, "A simple method for generating
+    gamma variables"), for ``alpha < 1`` boosted as ``Gamma(alpha + 1) * U**(1 / alpha)``
+    and kept in log space, so that tiny alphas (Go's 0.03) do not underflow to 0.
+    Vectorised: each round proposes for every draw at once (a normal and a uniform
+    from ``fold_in(key, round)``) and keeps the first accepted proposal; the loop ends
+    when every draw has one (after at most :data:`GAMMA_ROUNDS` rounds; a draw never
+    accepted, probability below ``0.05**32``, keeps ``log(alpha - 1/3)``, the method's
+    centre, of the boosted alpha where boosted). ``jax.random.gamma`` instead runs one
+    draw after another on CPU (``lax.map``), each with its own loops: at B = 1024,
+    A = 362 it took 365 ms, and its compile about a second. Not ``jax.random``'s stream.
+
+    ``alpha`` broadcasts against ``[*batch, *shape]``; where it is not a positive
+    finite number the draw is NaN.
+    """
+    batch = batch_shape(keys)
+    full = batch + tuple(shape)
+    alpha = jnp.broadcast_to(jnp.asarray(alpha, jnp.float32), full)
+    boosted = alpha < 1
+    a = jnp.where(boosted, alpha + 1, alpha)
+    d = a - np.float32(1 / 3)
+    c = jax.lax.rsqrt(np.float32(9.0) * d)
+    log_d = jnp.log(d)
+
+    def round_(state):
+        step, open_, log_g = state
+        raw = bits(fold_in(keys, step), tuple(shape) + (2,))
+        normal = np.float32(np.sqrt(2.0)) * jax.lax.erf_inv(
+            np.float32(2.0) * _open_unit_floats(raw[..., 0]) - np.float32(1.0))
+        cube_root = np.float32(1.0) + c * normal
+        v = cube_root * cube_root * cube_root
+        log_v = jnp.log(jnp.where(v > 0, v, np.float32(1.0)))
+        log_u = jnp.log(_open_unit_floats(raw[..., 1]))
+        accept = (v > 0) & (log_u < np.float32(0.5) * normal * normal + d - d * v + d * log_v)
+        take = open_ & accept
+        return step + 1, open_ & ~accept, jnp.where(take, log_d + log_v, log_g)
+
+    def more(state):
+        step, open_, _ = state
+        return (step < GAMMA_ROUNDS) & jnp.any(open_)
+
+    start = (jnp.zeros((), jnp.int32), jnp.isfinite(d) & (d > 0), log_d)
+    _, _, log_g = jax.lax.while_loop(more, round_, start)
+    boost = jnp.log(_open_unit_floats(bits(fold_in(keys, _BOOST_SALT), tuple(shape))))
+    log_g = jnp.where(boosted, log_g + boost / jnp.where(boosted, alpha, 1.0), log_g)
+    return jnp.where(jnp.isfinite(alpha) & (alpha > 0), log_g, jnp.nan)

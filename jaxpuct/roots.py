@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from jaxpuct import extensions as ext_lib
 from jaxpuct import graph as graph_lib
-from jaxpuct import validation
+from jaxpuct import prng, validation
 from jaxpuct.extensions import Extension
 from jaxpuct.graph import GraphConfig
 from jaxpuct.numerics import finite_or_zero, masked_softmax, prior_and_legal
@@ -245,14 +245,16 @@ def dirichlet_noise(
       ``[B, A]`` probabilities; illegal actions keep zero mass.
     """
     num_actions = prior.shape[-1]
-    gammas = jax.vmap(lambda k: jax.random.gamma(k, alpha, (num_actions,)))(rng_keys)
-    gammas = jnp.where(legal, gammas, 0.0)
-    total = jnp.sum(gammas, axis=-1, keepdims=True)
-    # Tiny alphas can underflow every draw to zero: fall back to uniform.
+    # Normalised in log space (Dirichlet = gammas over their sum): with Go's alpha of
+    # 0.03 most gamma draws are below float32's smallest number, their logs are not.
+    log_gammas = jnp.where(legal, prng.log_gamma(rng_keys, alpha, (num_actions,)), -jnp.inf)
+    top = jnp.max(log_gammas, axis=-1, keepdims=True)
+    weights = jnp.exp(log_gammas - jnp.where(jnp.isfinite(top), top, 0.0))
+    total = jnp.sum(weights, axis=-1, keepdims=True)
     count = jnp.maximum(jnp.sum(legal, axis=-1, keepdims=True), 1)
-    # A non-finite alpha (a traced NaN or inf) gives non-finite draws: uniform too.
+    # A traced alpha that is not a positive finite number gives NaN draws: uniform.
     drawn = (total > 0) & jnp.isfinite(total)
-    noise = jnp.where(drawn, gammas / jnp.where(drawn, total, 1.0), legal / count)
+    noise = jnp.where(drawn, weights / jnp.where(drawn, total, 1.0), legal / count)
     return jnp.asarray((1.0 - fraction) * prior + fraction * noise)
 
 

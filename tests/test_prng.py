@@ -141,3 +141,56 @@ def test_search_program_has_no_jax_threefry(policy):
     text = str(jax.make_jaxpr(search)(jax.random.PRNGKey(0)))
     for primitive in ("random_split", "random_fold_in", "random_bits", "threefry2x32"):
         assert primitive not in text
+
+
+_log_gamma = jax.jit(prng.log_gamma, static_argnames=("shape",))
+
+
+@pytest.mark.parametrize("alpha", [0.03, 0.3, 1.0, 2.5, 30.0])
+def test_log_gamma_moments(alpha):
+    """``log G`` for ``G ~ Gamma(alpha, 1)`` has mean ``digamma(alpha)`` and variance
+    ``trigamma(alpha)``; 20,000 draws, mean within 4 standard errors, variance within
+    10% (its relative standard error is at most about 2% here). Finite even at Go's
+    alpha of 0.03, where most draws are below float32's smallest number."""
+    from jax.scipy.special import digamma, polygamma
+
+    keys = _keys(11, (50,), False)
+    draws = np.asarray(_log_gamma(keys, alpha, shape=(400,)), np.float64).ravel()
+    assert np.all(np.isfinite(draws))
+    mean, var = float(digamma(alpha)), float(polygamma(1, alpha))
+    assert abs(draws.mean() - mean) < 4 * np.sqrt(var / draws.size)
+    assert abs(draws.var() / var - 1) < 0.10
+
+
+def test_log_gamma_draws_are_per_key():
+    """A key's draws do not depend on the others in the batch (the rejection loop
+    runs until every draw is accepted, but a draw keeps its first accepted round)."""
+    keys = _keys(12, (6,), True)
+    together = np.asarray(_log_gamma(keys, 0.3, shape=(5,)))
+    for b in range(6):
+        alone = np.asarray(_log_gamma(keys[b:b + 1], 0.3, shape=(5,)))
+        np.testing.assert_array_equal(alone[0], together[b])
+
+
+def test_log_gamma_of_a_bad_alpha_is_nan():
+    keys = _keys(13, (4,), False)
+    alpha = jnp.array([0.0, -1.0, jnp.nan, jnp.inf])[:, None]
+    assert np.all(np.isnan(np.asarray(_log_gamma(keys, alpha, shape=(3,)))))
+
+
+def test_dirichlet_noise_moments():
+    """Each component of ``Dir(alpha, ..., alpha)`` over ``n`` legal actions has mean
+    ``1/n`` and variance ``(1/n)(1 - 1/n) / (n alpha + 1)``; the illegal ones get none."""
+    n_legal, alpha, rows = 5, 0.3, 8000
+    legal = np.zeros((rows, 7), bool)
+    legal[:, 1:1 + n_legal] = True
+    prior = legal / n_legal
+    keys = jax.random.split(jax.random.PRNGKey(14), rows)
+    noise = np.asarray(jax.jit(jaxpuct.roots.dirichlet_noise)(keys, prior, legal, 1.0, alpha))
+    assert np.all(noise[:, ~legal[0]] == 0)
+    np.testing.assert_allclose(noise.sum(-1), 1.0, atol=1e-5)
+    mean = 1 / n_legal
+    var = mean * (1 - mean) / (n_legal * alpha + 1)
+    part = noise[:, legal[0]]
+    assert np.all(np.abs(part.mean(0) - mean) < 4 * np.sqrt(var / rows))
+    assert np.all(np.abs(part.var(0) / var - 1) < 0.1)

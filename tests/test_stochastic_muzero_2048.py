@@ -121,8 +121,9 @@ def test_reanalyse_remakes_the_first_rows_targets_with_the_chance_node_search(po
     chance nodes: the same rows and observations as without; the first half's
     policy targets are the stochastic search run directly at the stored boards,
     and each value target moves by ``d^n`` times (fresh root value - stored one)
-    exactly where it bootstraps inside the segment; the other rows' targets bit
-    for bit."""
+    exactly where it bootstraps inside the segment; the other rows' targets
+    unchanged (bit for bit where they are not floats, within float rounding where
+    they are)."""
     _, _, ts, model, _, segment, buffer = setting()
     config = dataclasses.replace(CONFIG, policy=policy)
     reanalysing = dataclasses.replace(config, reanalyse_fraction=0.5)
@@ -135,7 +136,13 @@ def test_reanalyse_remakes_the_first_rows_targets_with_the_chance_node_search(po
     count = CONFIG.train_batch_size // 2
     for new, old in zip(jax.tree.leaves(got.targets), jax.tree.leaves(plain.targets),
                         strict=True):
-        np.testing.assert_array_equal(new[count:], old[count:])
+        if jnp.issubdtype(new.dtype, jnp.floating):
+            # Two compiled programs: XLA may fuse the n-step sums differently in each
+            # (seen: 1 ulp, 4e-8 at -0.2, after the Dirichlet sampler changed what else
+            # the reanalysing program holds); a wrong row or step moves them by far more.
+            np.testing.assert_allclose(new[count:], old[count:], rtol=1e-6, atol=0)
+        else:
+            np.testing.assert_array_equal(new[count:], old[count:])
     k_max, n, d = CONFIG.unroll_steps, CONFIG.td_steps, CONFIG.signed_discount
     positions = np.arange(k_max + n + 1)  # bootstrap: policies 0..K, values n..n+K
     ends = np.asarray(segment.trajectories.episode_end)
