@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,12 +60,12 @@ def is_threefry(keys: jax.Array) -> bool:
     if _typed(keys):
         return str(jax.random.key_impl(keys)) == "threefry2x32"
     return (keys.dtype == jnp.uint32 and keys.ndim >= 1 and keys.shape[-1] == 2
-            and jax.config.jax_default_prng_impl == "threefry2x32")
+            and getattr(jax.config, "jax_default_prng_impl", None) == "threefry2x32")
 
 
 def _floats_exact(keys: jax.Array) -> bool:
     # Under x64, jax.random draws float64 by default: another stream.
-    return is_threefry(keys) and not jax.config.jax_enable_x64
+    return is_threefry(keys) and not getattr(jax.config, "jax_enable_x64", False)
 
 
 def _words(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -211,7 +212,7 @@ GAMMA_ROUNDS = 32
 _BOOST_SALT = 0x6A09E667
 
 
-def log_gamma(keys: jax.Array, alpha: jax.Array | float, shape: tuple[int, ...]
+def log_gamma(keys: jax.Array, alpha: chex.Numeric, shape: tuple[int, ...]
               ) -> jax.Array:
     """``log`` of Gamma(``alpha``, 1) draws, ``[*batch, *shape]``, every draw of a key
     from that key alone.

@@ -108,6 +108,19 @@ def test_non_partitionable_threefry_goes_to_jax_random():
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.skipif(not hasattr(jax, "enable_x64"), reason="jax.enable_x64 is newer")
+def test_float_draws_under_x64_go_to_jax_random():
+    """Under x64 ``jax.random`` draws float64 by default: its own stream, kept."""
+    keys = _keys(6, (3,), False)
+    with jax.enable_x64(True):
+        got = prng.gumbel(keys, (4,))
+        want = jax.vmap(lambda k: jax.random.gumbel(k, (4,)))(keys)
+        assert got.dtype == want.dtype == jnp.float64
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(_data(prng.split(keys, 2)),
+                                      _data(jax.vmap(lambda k: jax.random.split(k, 2))(keys)))
+
+
 def test_too_large_a_draw_is_refused():
     with pytest.raises(ValueError, match="2\\*\\*32"):
         jax.eval_shape(lambda k: prng.bits(k, (2**16, 2**16)), jax.random.PRNGKey(0))
