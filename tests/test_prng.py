@@ -128,9 +128,9 @@ def test_too_large_a_draw_is_refused():
 
 @pytest.mark.parametrize("policy", ["gumbel", "alphazero"])
 def test_search_program_has_no_jax_threefry(policy):
-    """The search's keys, Gumbel draw and sampled move come from ``jaxpuct.prng``; a
-    ``jax.random`` call left in a search would show up as one of its primitives (as
-    ``jax.random.split`` does in the check's own first lines)."""
+    """The search's keys, Gumbel draw, sampled move and Dirichlet noise come from
+    ``jaxpuct.prng``; a ``jax.random`` call left in a search would show up as one of
+    its primitives (as ``jax.random.split`` does in the check's own first lines)."""
     old = str(jax.make_jaxpr(lambda k: jax.random.gumbel(jax.random.split(k)[0], (2,)))(
         jax.random.PRNGKey(0)))
     assert "random_split" in old and "random_bits" in old
@@ -149,10 +149,11 @@ def test_search_program_has_no_jax_threefry(policy):
         if policy == "gumbel":
             return jaxpuct.gumbel_policy(None, key, root, recurrent_fn, 8).action
         return jaxpuct.alphazero_policy(None, key, root, recurrent_fn, 8, temperature=1.0,
-                                        dirichlet_fraction=0.0).action
+                                        dirichlet_fraction=0.25).action
 
     text = str(jax.make_jaxpr(search)(jax.random.PRNGKey(0)))
-    for primitive in ("random_split", "random_fold_in", "random_bits", "threefry2x32"):
+    for primitive in ("random_split", "random_fold_in", "random_bits", "threefry2x32",
+                      "random_gamma"):
         assert primitive not in text
 
 
