@@ -160,7 +160,9 @@ def _rollout_search(key):
 
 @pytest.mark.slow
 def test_a_rollout_search_is_the_same_with_pgx_rules_and_these():
-    theirs, ours, mixed = np.asarray(_rollout_search(jax.random.PRNGKey(1)))
+    # A key under which the four openings' searches differ (with the rollouts'
+    # uniforms from jaxpuct.prng; key 1 gave two equal ones), so the check is not vacuous.
+    theirs, ours, mixed = np.asarray(_rollout_search(jax.random.PRNGKey(3)))
     np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_array_equal(mixed, theirs)
     assert len({tuple(row) for row in ours}) == 4  # four different searches

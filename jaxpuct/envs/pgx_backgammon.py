@@ -57,6 +57,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import prng
 from jaxpuct.stochastic import ChanceRecurrentFnOutput, DecisionRecurrentFnOutput
 from jaxpuct.types import RootFnOutput
 
@@ -267,12 +268,10 @@ def rollout_return(state: PgxState, rng_key: jax.Array, max_steps: int) -> jax.A
     player to move: micro-moves uniform over pgx's legal actions, dice from
     :data:`DICE_PROBS`, until the game ends (the points won or lost) or
     ``max_steps`` moves (0). All rows advance in one ``jax.lax.while_loop`` until
-    the last ends; uniforms are drawn once (:func:`jaxpuct.envs.rollouts._uniforms`)."""
-    from jaxpuct.envs.rollouts import _uniforms
-
+    the last ends; uniforms are drawn once, before the loop (:func:`jaxpuct.prng.uniform`)."""
     batch = state.terminated.shape[0]
     start_player = state.current_player
-    u = _uniforms(rng_key, (max_steps, 2, batch))
+    u = prng.uniform(rng_key, (max_steps, 2, batch))
     probs = jnp.broadcast_to(jnp.asarray(DICE_PROBS, jnp.float32), (batch, NUM_OUTCOMES))
 
     def cond(c):

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxpuct import prng
 from jaxpuct.envs import adapter
 from jaxpuct.envs.adapter import ApplyFn, Environment, mask_logits
 from jaxpuct.tree import present
@@ -51,25 +52,6 @@ class _Carry(NamedTuple):
     t: jax.Array  # () int32: moves played
     total: jax.Array  # [B] float32: discounted rewards so far, from the start's view
     sign: jax.Array  # [B] float32: discount**t
-
-
-def _uniforms(rng_key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """``shape`` float32 uniforms in ``[0, 1)`` from ``rng_key`` (a raw ``uint32 [2]``
-    key or a typed key), drawn by XLA's ``RngBitGenerator`` (JAX's ``"rbg"`` key)
-    seeded with the key's bits.
-
-    Why not ``jax.random.uniform(rng_key, ...)``: on CPU, JAX lowers the threefry
-    hash to a loop of five rounds (16 operations each), a call of its own in every
-    search step; the generator is a few fused operations. Its stream is
-    deterministic for a key on one backend, not across backends.
-    """
-    bits = (jax.random.key_data(rng_key)
-            if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key) else rng_key)
-    bits = bits.astype(jnp.uint32).reshape(-1)[:2]
-    # The "rbg" key holds four words: the key's two and a fixed mix of them.
-    rbg_key = jax.random.wrap_key_data(
-        jnp.concatenate([bits, bits ^ jnp.uint32(0x9E3779B9)]), impl="rbg")
-    return jax.random.uniform(rbg_key, shape, jnp.float32)
 
 
 def _check(mix: float, max_steps: int) -> None:
@@ -157,7 +139,8 @@ def rollout_return(apply_fn: ApplyFn, env: Environment, params: Any, state: Stat
 
     start_done = env.terminal(state).astype(bool)
     batch = start_done.shape[0]
-    uniforms = None if greedy else _uniforms(rng_key, (max_steps, batch))
+    # Every move's uniform drawn at once, before the loop: one hash, no per-ply key.
+    uniforms = None if greedy else prng.uniform(rng_key, (max_steps, batch))
     carry = _Carry(state=state, done=start_done, t=jnp.int32(0),
                    total=jnp.zeros((batch,), jnp.float32),
                    sign=jnp.ones((batch,), jnp.float32))
