@@ -93,13 +93,16 @@ class _WalkState(NamedTuple):
     marks: jax.Array | None  # [B, N] graph search: simulation that last entered a node
 
 
-def _set_column(array: jax.Array, column: jax.Array, value: jax.Array,
-                where: jax.Array) -> jax.Array:
-    """``array [B, C]`` with ``array[:, column] = value [B]`` where ``where [B]``, for a
-    scalar ``column`` in range (a dynamic slice: no scatter, no index arrays)."""
-    old = jax.lax.dynamic_index_in_dim(array, column, axis=1, keepdims=False)
-    return jax.lax.dynamic_update_index_in_dim(array, jnp.where(where, value, old), column,
-                                               axis=1)
+def _set_column(array: jax.Array, column: jax.Array, value: jax.Array) -> jax.Array:
+    """``array [B, C]`` with ``array[:, column] = value [B]``, for a scalar ``column`` in
+    range (a dynamic slice: no scatter, no index arrays).
+
+    Written in every tree, walking or not: a column a walk does not reach (at or past
+    its ``num_edges`` in ``path_actions``, past it in ``path_nodes``) is never read,
+    and neither is the entry after an expanding walk's last edge (it has no child).
+    Masking the write would read the old column first: two more kernels per depth
+    step."""
+    return jax.lax.dynamic_update_index_in_dim(array, value, column, axis=1)
 
 
 def _advance(tree: Tree, state: _WalkState, action: jax.Array, max_depth: int,
@@ -108,7 +111,7 @@ def _advance(tree: Tree, state: _WalkState, action: jax.Array, max_depth: int,
     depth, node, active = state.depth, state.node, state.active
     child = row_take(tree.children_index, node, action)
     safe_child = jnp.maximum(child, 0)
-    path_actions = _set_column(state.path_actions, depth, action, active)
+    path_actions = _set_column(state.path_actions, depth, action)
     num_edges = jnp.where(active, depth + 1, state.num_edges)
     descend = active & (child >= 0)
     expand = jnp.where(active, child < 0, state.expand)
@@ -127,7 +130,7 @@ def _advance(tree: Tree, state: _WalkState, action: jax.Array, max_depth: int,
             stop = stop | (row_take(tree.edge_visits, node, action)
                            < row_take(tree.node_visits, safe_child))
         marks = row_set(marks, jnp.where(descend & ~cycle, child, tree.max_nodes), sim)
-    path_nodes = _set_column(state.path_nodes, depth + 1, child, descend)
+    path_nodes = _set_column(state.path_nodes, depth + 1, child)
     return _WalkState(depth=depth + 1, node=jnp.where(descend, child, node),
                       active=descend & ~stop, path_nodes=path_nodes,
                       path_actions=path_actions, num_edges=num_edges, expand=expand,
