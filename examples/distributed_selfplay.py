@@ -12,8 +12,11 @@ Every other flag is ``examples/selfplay.py``'s (the run's ``SelfPlayConfig``;
 processes). Each process runs the same iterations on its own devices' share of
 the games; the train step's gradient average crosses processes. Process 0 prints
 each iteration's metrics; every process prints, at the end, SHA-256 digests of the
-games, the buffer and the parameters gathered from all processes -- equal to those
-of one process with all the devices (``tests/test_distributed.py``).
+games, the buffer and the parameters gathered from all processes. The games and
+the buffer equal those of one process with all the devices bit for bit; the
+parameters equal them to float rounding (the gradient all-reduce adds the devices'
+parts in another order over Gloo than inside one process), which
+``--params-out PATH`` lets a test compare (``tests/test_distributed.py``).
 
 This example runs training iterations only: no evaluation games, checkpoints or
 metric files (``examples/selfplay.py`` writes those from one process).
@@ -25,6 +28,8 @@ import argparse
 import json
 import sys
 
+import numpy as np
+
 
 def main(argv: list[str] | None = None) -> dict[str, str]:
     p = argparse.ArgumentParser(prog="python -m examples.distributed_selfplay",
@@ -33,6 +38,8 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
                    "no jax.distributed)")
     p.add_argument("--num-processes", type=int, default=1)
     p.add_argument("--process-id", type=int, default=0)
+    p.add_argument("--params-out", default=None, help="process 0 writes the final "
+                   "parameters here (NumPy .npz, leaves in tree order)")
     args, rest = p.parse_known_args(argv)
     from jaxpuct.alphazero import distributed
     if args.coordinator:
@@ -63,6 +70,9 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     digests = {"games": distributed.digest(ts.games), "buffer": distributed.digest(ts.buffer),
                "params": distributed.digest(ts.params)}
     print(f"process {me} digests {json.dumps(digests)}", flush=True)
+    params = distributed.host_value(ts.params)  # a collective: every process
+    if args.params_out and me == 0:
+        np.savez(args.params_out, *jax.tree.leaves(params))
     return digests
 
 

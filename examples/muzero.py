@@ -59,12 +59,15 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from jaxpuct.alphazero import checkpoints, rundir
 from jaxpuct.alphazero import config as config_lib
@@ -171,6 +174,41 @@ class TrainState:
     ema_params: Any = None  # the parameters' moving average (--ema-decay > 0)
 
 
+class Placement(NamedTuple):
+    """Where a run's arrays live: one mesh axis ``"batch"`` over the devices.
+
+    The games in progress (every leaf of ``TrainState.boards``, leading axis
+    ``B``) are split over the devices, so ``jit`` partitions self-play over
+    them; network, optimiser state and replay buffer are replicated; each
+    training batch's rows are split again (:func:`sample_batch`), so the
+    gradient's mean over the batch is an all-reduce (data parallelism). As
+    :class:`jaxpuct.alphazero.Trainer` places AlphaZero's state.
+    """
+
+    batch: NamedSharding
+    replicated: NamedSharding
+
+    @classmethod
+    def over(cls, config: MuZeroConfig,
+             devices: Sequence[Any] | None = None) -> Placement:
+        """The placement over ``devices`` (default: all of ``jax.devices()``);
+        ``ValueError`` unless ``config.batch_size`` and ``config.train_batch_size``
+        are multiples of their number."""
+        devices = list(devices) if devices is not None else jax.devices()
+        for name in ("batch_size", "train_batch_size"):
+            if getattr(config, name) % len(devices):
+                raise ValueError(f"{name} ({getattr(config, name)}) must be a multiple of "
+                                 f"the number of devices ({len(devices)})")
+        mesh = Mesh(np.array(devices), ("batch",))
+        return cls(NamedSharding(mesh, P("batch")), NamedSharding(mesh, P()))
+
+    def place(self, ts: TrainState) -> TrainState:
+        """``ts`` with its games split over the devices and the rest replicated."""
+        boards = None if ts.boards is None else jax.device_put(ts.boards, self.batch)
+        rest = jax.device_put(ts.replace(boards=None), self.replicated)
+        return rest.replace(boards=boards)
+
+
 def make_model(config: MuZeroConfig, graphdef) -> selfplay.LearnedModel:
     """The searched model of ``config.model``: MuZero's or Stochastic MuZero's."""
     if config.model == "stochastic":
@@ -189,13 +227,14 @@ def loss_names(config: MuZeroConfig) -> tuple[str, ...]:
 
 
 def sample_batch(config: MuZeroConfig, model: selfplay.LearnedModel, buffer, key, step,
-                 search_params):
+                 search_params, batch_sharding: NamedSharding | None = None):
     """The batch of optimiser step ``step`` (traced), sampled with
     ``fold_in(key, step)``: :func:`.replay.sample`'s (MuZero) or
     :func:`.stochastic_training.sample`'s with the windows' observations
     (``--model stochastic``); with ``--reanalyse-fraction`` its first rows' targets
     made anew by ``model``'s search with ``search_params``; with
-    ``--symmetry-augment`` each row under a random symmetry of the board."""
+    ``--symmetry-augment`` each row under a random symmetry of the board. With
+    ``batch_sharding`` the rows are split over its devices (:class:`Placement`)."""
     # The same arguments: the stochastic sampler adds the windows' observations, and
     # the consistency loss asks MuZero's for the next ones.
     sample = (stochastic_training.sample if config.model == "stochastic" else
@@ -204,6 +243,10 @@ def sample_batch(config: MuZeroConfig, model: selfplay.LearnedModel, buffer, key
     batch = sample(buffer, jax.random.fold_in(key, step), config.train_batch_size,
                    config.unroll_steps, config.td_steps, config.signed_discount,
                    config.priority_alpha)
+    if batch_sharding is not None:
+        # Drawn from the replicated buffer the rows are replicated, and jit would
+        # run the whole batch (and its reanalyse search) on every device.
+        batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
     if config.reanalyse_fraction > 0:
         # With n at least a game's length the value target is the game's return: no
         # search can change it. 2048's games are longer than any n.
@@ -225,20 +268,21 @@ def sample_batch(config: MuZeroConfig, model: selfplay.LearnedModel, buffer, key
     return batch
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), static_argnames=("batch_sharding",))
 def train_step(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
-               target, step, first_step):
+               target, step, first_step, batch_sharding: NamedSharding | None = None):
     """Optimiser step ``step`` of an iteration's ``config.train_steps`` (``first_step``
     done before them): ``(params, opt_state, priorities or None, metrics, target)``.
     ``target``: the target network's parameters (``--target-update-every N > 0``),
     which reanalyse searches with; copied from ``params`` after every ``N``-th step.
     ``priorities``: ``(rows, new priorities)`` of the batch with prioritised replay.
     The batch is :func:`sample_batch`'s; with ``--model stochastic`` the step is
-    :func:`.stochastic_training.stochastic_train_step`.
+    :func:`.stochastic_training.stochastic_train_step`. ``batch_sharding``: see
+    :func:`sample_batch`.
     """
     model = make_model(config, graphdef)
     search_params = target if config.target_update_every else params
-    batch = sample_batch(config, model, buffer, key, step, search_params)
+    batch = sample_batch(config, model, buffer, key, step, search_params, batch_sharding)
     if isinstance(batch, stochastic_training.StochasticBatch):
         params, opt_state, metrics = stochastic_training.stochastic_train_step(
             graphdef, optimizer, config.stochastic_loss, params, opt_state, batch)
@@ -272,7 +316,7 @@ _polyak_average = jax.jit(training.polyak_average)
 
 
 def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, key,
-          target=None, first_step=0):
+          target=None, first_step=0, batch_sharding: NamedSharding | None = None):
     """``config.train_steps`` optimiser steps (``first_step`` done before); the
     metrics are their means: ``(params, opt_state, buffer, metrics, target)``.
 
@@ -285,7 +329,7 @@ def train(config: MuZeroConfig, graphdef, optimizer, params, opt_state, buffer, 
     for i in range(config.train_steps):
         params, opt_state, priorities, metrics, target = train_step(
             config, graphdef, optimizer, params, opt_state, buffer, key, target, jnp.int32(i),
-            jnp.asarray(first_step, jnp.int32))
+            jnp.asarray(first_step, jnp.int32), batch_sharding=batch_sharding)
         if priorities is not None:
             buffer = _update_priorities(buffer, *priorities)
         sums = {k: sums[k] + metrics[k] for k in names}
@@ -410,13 +454,15 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
         eval_every: int = 10, checkpoint_every: int = 0, resume: bool = False,
         keep_checkpoints: int = 2,
         max_minutes: float = 0.0, eval_games: int = 64, eval_simulations: int = 256,
-        opponent_simulations: int = 1000, extra_eval_simulations: tuple[int, ...] = ()
-        ) -> dict:
+        opponent_simulations: int = 1000, extra_eval_simulations: tuple[int, ...] = (),
+        devices: Sequence[Any] | None = None) -> dict:
     """Runs ``config`` up to iteration ``iterations`` (or ``max_minutes`` of
     self-play and training in this process); returns the last evaluation's
     metrics. ``extra_eval_simulations``: 2048's and tic-tac-toe's evaluations
     are also made at each of these simulation counts (``eval_at_S`` in the row).
-    ``keep_checkpoints``: the newest checkpoints kept (>= 1)."""
+    ``keep_checkpoints``: the newest checkpoints kept (>= 1). ``devices``: the
+    devices self-play and training are split over (:class:`Placement`; default
+    all of ``jax.devices()``)."""
     if keep_checkpoints < 1:
         raise ValueError(f"keep_checkpoints must be >= 1 (the newest checkpoint is always "
                          f"kept), got {keep_checkpoints!r}.")
@@ -425,14 +471,17 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
         os.makedirs(run_dir, exist_ok=True)
         lock = rundir.acquire(run_dir)
     is_2048, is_board = config.game == "2048", config.game == "connect_four"
+    placement = Placement.over(config, devices)
     graphdef, optimizer, ts = initial_state(config)
+    ts = placement.place(ts)
     model = make_model(config, graphdef)
     if resume:
         if run_dir is None:
             raise SystemExit("error: --resume needs --run-dir")
         ts = checkpoints.restore_checkpoint(run_dir, ts, config)
         log(f"resumed from iteration {int(ts.iteration)}")
-    write = jax.jit(replay.write_episodes)
+    # The episodes come from split games; the buffer they go to stays replicated.
+    write = jax.jit(replay.write_episodes, out_shardings=placement.replicated)
     start, last, busy = time.time(), {}, 0.0
     params, opt_state, buffer, target = ts.params, ts.opt_state, ts.buffer, ts.target_params
     boards, ema = ts.boards, ts.ema_params
@@ -465,7 +514,8 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
                          "selfplay_score": (round(float(finished.mean()), 1)
                                             if finished.size else None)}
             else:
-                games = selfplay.play_games(config, model, params, play_key)._asdict()
+                games = selfplay.play_games(config, model, params, play_key,
+                                            batch_sharding=placement.batch)._asdict()
                 decisive = np.asarray(jnp.any(games["reward"] != 0, axis=1))
                 stats = {"draw_rate": float(1.0 - decisive.mean())}
             priority = None
@@ -477,7 +527,7 @@ def run(config: MuZeroConfig, iterations: int, run_dir: str | None = None, log=p
             buffer = write(buffer, **games, priority=priority)
             params, opt_state, buffer, metrics, target = train(
                 config, graphdef, optimizer, params, opt_state, buffer, train_key, target,
-                jnp.int32((iteration - 1) * config.train_steps))
+                jnp.int32((iteration - 1) * config.train_steps), placement.batch)
             if config.ema_decay:
                 ema = _polyak_average(ema, params, config.ema_decay)
             jax.block_until_ready(params)
@@ -543,6 +593,10 @@ def main(argv: list[str] | None = None) -> int:
                      "evaluates at --eval-simulations")
     # A schedule without its horizon decays over this run's --iterations.
     config = config_lib.from_namespace(MuZeroConfig, args).with_decay_over(args.iterations)
+    try:
+        Placement.over(config)
+    except ValueError as err:
+        parser.error(str(err))
     run(config, args.iterations, args.run_dir, eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every, resume=args.resume,
         keep_checkpoints=args.keep_checkpoints,

@@ -157,6 +157,21 @@ SHARDED_SCRIPT = textwrap.dedent("""
         np.testing.assert_array_equal(x, y)
     for x, y in zip(jax.tree.leaves((p1, l1)), jax.tree.leaves((p2, l2))):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    # The train step is data parallel: each device's network sees 16 / 4 rows,
+    # and the gradients meet in an all-reduce (replicated rows ran all 16 on
+    # every device, with no collective).
+    import dataclasses, re
+    tr = az.Trainer(config)
+    ts = tr.init()
+    text = tr.train_step.lower(ts.params, ts.opt_state, ts.buffer,
+                               jax.random.PRNGKey(7)).compile().as_text()
+    assert "all-reduce(" in text
+    # The hidden layer's [rows, 16] activations (the weights' gradients are
+    # [9, 16] and [1, 16]): 4 rows, never the whole minibatch's 16.
+    rows = {int(m) for m in re.findall(r"= f32\\[(\\d+),16\\]\\{[^}]*\\} dot\\(", text)}
+    assert 4 in rows and 16 not in rows, rows
+    with np.testing.assert_raises_regex(ValueError, "train_batch_size \\(6\\) must be"):
+        az.Trainer(dataclasses.replace(config, train_batch_size=6))
     print("SHARDED_OK")
 """)
 

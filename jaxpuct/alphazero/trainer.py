@@ -8,9 +8,12 @@ Devices. The mesh spans the given devices (default: all local ones) with one
 axis ``"batch"``; the games (every leaf of :class:`Games`, leading axis ``B``) are
 placed with ``NamedSharding(mesh, P("batch"))`` and everything else (network,
 optimiser state, buffer, RNG) is replicated. ``jax.jit`` partitions the search
-over the batch axis, and the train step's loss is a mean over a global minibatch,
-so its gradient is the all-device average (the partitioner inserts the
-all-reduce). ``B`` must be a multiple of the number of devices.
+over the batch axis. The train step draws its minibatch from the replicated
+buffer and splits its rows over the same axis, so each device computes the
+gradient of its rows and the loss's mean over the minibatch becomes an
+all-reduce (data parallelism; without the split, ``jit`` ran the whole minibatch
+on every device). ``B`` and ``train_batch_size`` must be multiples of the number
+of devices.
 
 Multi-host. Call ``jax.distributed.initialize()`` in every process before
 anything else touches JAX; ``jax.devices()`` then lists the devices of all hosts,
@@ -99,9 +102,10 @@ class Trainer:
         self.config, self.game = config, make_pgx_game(config.game)
         self.env = self.game.environment
         devices = list(devices) if devices is not None else jax.devices()
-        if config.batch_size % len(devices):
-            raise ValueError(f"batch_size ({config.batch_size}) must be a multiple of the "
-                             f"number of devices ({len(devices)})")
+        for name in ("batch_size", "train_batch_size"):
+            if getattr(config, name) % len(devices):
+                raise ValueError(f"{name} ({getattr(config, name)}) must be a multiple of "
+                                 f"the number of devices ({len(devices)})")
         self.mesh = Mesh(np.array(devices), ("batch",))
         self.batch_sharding = NamedSharding(self.mesh, P("batch"))
         self.replicated = NamedSharding(self.mesh, P())
@@ -117,7 +121,8 @@ class Trainer:
         self.selfplay_step = jax.jit(functools.partial(selfplay.selfplay_step, self.fns, fresh),
                                      donate_argnums=(1, 2))
         self.train_step = jax.jit(functools.partial(
-            training.train_step, self.apply_fn, self.optimizer, config), donate_argnums=(1,))
+            training.train_step, self.apply_fn, self.optimizer, config,
+            batch_sharding=self.batch_sharding), donate_argnums=(1,))
         self.act = jax.jit(lambda params, keys, state: selfplay.search(
             self.fns, params, keys, state, dirichlet_fraction=0.0,
             temperature=jnp.zeros((keys.shape[0],))).action)

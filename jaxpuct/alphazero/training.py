@@ -116,12 +116,23 @@ def value_target(outcome: jax.Array, root_value: jax.Array | None, mix: float
 
 def train_step(apply_fn: Callable, optimizer: optax.GradientTransformation,
                config: SelfPlayConfig, params: Any, opt_state: Any, buffer: ReplayBuffer,
-               rng: jax.Array) -> tuple[Any, Any, dict[str, jax.Array]]:
+               rng: jax.Array, *, batch_sharding: jax.sharding.Sharding | None = None
+               ) -> tuple[Any, Any, dict[str, jax.Array]]:
     """One optimiser step on a uniform minibatch of the filled rows; returns
-    ``(params, opt_state, metrics)`` (metrics are ``[]`` floats)."""
+    ``(params, opt_state, metrics)`` (metrics are ``[]`` floats).
+
+    ``batch_sharding``: where the minibatch's rows go (``NamedSharding(mesh,
+    P("batch"))``; ``None``: wherever ``jit`` puts them). Drawn from a replicated
+    buffer, the rows are replicated, and ``jit`` then runs the whole minibatch on
+    every device; split over the devices, each computes its rows' gradient and
+    the mean over the minibatch becomes an all-reduce (data parallelism).
+    """
     # The minibatch draws from rng itself, as before augmentation existed, so
     # that runs without it are unchanged.
     obs, policy, outcome, root_value = sample_rows(buffer, rng, config.train_batch_size)
+    if batch_sharding is not None:
+        obs, policy, outcome, root_value = jax.lax.with_sharding_constraint(
+            (obs, policy, outcome, root_value), batch_sharding)
     target = value_target(outcome, root_value, config.value_target_mix)
     if config.symmetry_augment:
         from jaxpuct.alphazero.symmetry import symmetry_augment_fn

@@ -207,11 +207,16 @@ def explore_mask(config: MuZeroConfig, plies: jax.Array) -> jax.Array | None:
     return plies < config.temperature_moves
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(jax.jit, static_argnums=(0, 1), static_argnames=("batch_sharding",))
 def play_games(config: MuZeroConfig, model: MuZeroModel, params: Any,
-               key: jax.Array) -> Trajectories:
-    """``config.batch_size`` games from the empty board to their ends."""
+               key: jax.Array, batch_sharding: jax.sharding.Sharding | None = None
+               ) -> Trajectories:
+    """``config.batch_size`` games from the empty board to their ends; with
+    ``batch_sharding`` (``NamedSharding(mesh, P("batch"))``) the games are split
+    over its devices (``jit`` partitions the whole self-play over them)."""
     state = ttt.initial(config.batch_size)
+    if batch_sharding is not None:
+        state = jax.lax.with_sharding_constraint(state, batch_sharding)
 
     def ply(state, key_and_ply):
         key, plies = key_and_ply
