@@ -1,6 +1,7 @@
 """The MuZero example over several devices: games split, training data parallel,
 the same run as on one device (tic-tac-toe with reanalyse, and 2048's boards kept
-across iterations), checked in a process with 4 CPU devices."""
+across iterations), a resume on another device count, checked in a process with 4
+CPU devices."""
 
 from __future__ import annotations
 
@@ -54,6 +55,15 @@ SCRIPT = textwrap.dedent("""
                 np.testing.assert_array_equal(x, y)
         for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params)):
             np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    # A run checkpointed on 4 devices resumes on 2 (restored into the new placement).
+    config = cases["tic_tac_toe"]
+    with tempfile.TemporaryDirectory() as d:
+        mz.run(config, 1, d, log=lambda *a: None, eval_every=0)
+        mz.run(config, 2, d, log=lambda *a: None, eval_every=0, resume=True,
+               devices=jax.devices()[:2])
+        template = mz.Placement.over(config, jax.devices()[:2]).place(
+            mz.initial_state(config)[2])
+        assert int(checkpoints.restore_checkpoint(d, template, config).iteration) == 2
     # The compiled train step splits the batch's 8 rows (2 a device, the reanalysed
     # half 1 a device) and meets in an all-reduce; replicated rows ran all 8 on
     # every device with no collective.
