@@ -48,6 +48,10 @@ optimiser, replay buffer, iteration, key) with
 
 Every flag is a field of :class:`jaxpuct.muzero.config.MuZeroConfig`, generated
 by the AlphaZero example's :func:`jaxpuct.alphazero.config.add_arguments`.
+
+With several devices (``jax.devices()``), the games and every training batch's
+rows are split over them and the rest replicated (:class:`Placement`);
+``--batch-size`` and ``--train-batch-size`` must then be multiples of their number.
 """
 
 from __future__ import annotations
