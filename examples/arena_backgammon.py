@@ -48,9 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the pure search's ties at decision nodes (UCT's untried "
                         "micro-moves): the lowest index first, or a random order as "
                         "MCTSBot's (jaxpuct.PUCTConfig.tie_break)")
-    p.add_argument("--selection", choices=("uct", "puct"), default=None,
+    p.add_argument("--selection", choices=("uct", "puct", "gumbel"), default=None,
                    help="the pure search's rule: UCT as MCTSBot's (jaxpuct.PUCTConfig.uct, "
-                        "c = 2), or AlphaZero's PUCT with a uniform prior (default: uct)")
+                        "c = 2), AlphaZero's PUCT with a uniform prior, or a Gumbel root "
+                        "without noise (sequential halving over every legal micro-move; "
+                        "jaxpuct.stochastic_gumbel_policy) (default: uct)")
     p.add_argument("--rules", choices=("standard", "pgx"), default="standard",
                    help="legal micro-moves inside jaxpuct's tree: the standard dice rule "
                         "(OpenSpiel's) or pgx's looser one; the root's are OpenSpiel's")

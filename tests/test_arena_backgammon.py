@@ -241,6 +241,12 @@ def test_cli_arguments():
         cli.main(["--checkpoint", "unused", "--tie-break", "random"])
     with pytest.raises(ValueError, match="selection must be 'uct' or 'puct', got 'ucb1'"):
         ab.pure_search_agent(4, selection="ucb1")
+    assert cli.build_parser().parse_args(["--selection", "gumbel"]).selection == "gumbel"
+    assert ab.pure_search_agent(4, selection="gumbel")[1].startswith(
+        "jaxpuct pure stochastic Gumbel root search (sequential halving over every legal "
+        "micro-move, 4 simulations")
+    with pytest.raises(ValueError, match="tie_break is UCT's and PUCT's"):
+        ab.pure_search_agent(4, selection="gumbel", tie_break="random")
     for games in ("3", "0"):
         with pytest.raises(SystemExit, match="--games must be even and at least 2"):
             cli.main(["--games", games])
@@ -307,6 +313,17 @@ def test_the_network_search_continues_its_tree_within_a_turn_too():
                                                  rules="pgx", reuse_within_turn=True)
     assert "40 simulations per OpenSpiel move" in description
     _check_turn_reuse(agent, 40)
+
+
+@pytest.mark.slow
+def test_the_gumbel_search_continues_its_tree_within_a_turn_too():
+    """The Gumbel root (sequential halving, no noise) with the solver: its first
+    micro-move is legal and its tree is continued as the UCT search's is."""
+    agent, description = ab.pure_search_agent(40, value="zero", rules="pgx",
+                                              reuse_within_turn=True, solver=True,
+                                              selection="gumbel")
+    assert description.startswith("jaxpuct pure stochastic Gumbel root search")
+    _check_turn_reuse(agent, 40, ties_by_value=True)
 
 
 @pytest.mark.slow

@@ -345,7 +345,12 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     micro-moves below the root (``"standard"``, OpenSpiel's, or ``"pgx"``; the root's
     are always the arena's, OpenSpiel's). ``selection``: ``"uct"``
     (:meth:`jaxpuct.PUCTConfig.uct` with ``c = uct_c``, MCTSBot's rule; values in
-    points, as MCTSBot's) or ``"puct"`` (AlphaZero's rule with a uniform prior).
+    points, as MCTSBot's), ``"puct"`` (AlphaZero's rule with a uniform prior) or
+    ``"gumbel"`` (:func:`jaxpuct.stochastic_gumbel_policy` without noise: sequential
+    halving over every legal micro-move at the root, a rule for the best move at
+    the end of the budget rather than for the visits along the way (Karnin et al.
+    2013; Danihelka et al. 2022), Gumbel's deterministic rule below it; the move
+    is the best completed Q among the root's most visited micro-moves).
 
     ``reuse_within_turn``: search once per OpenSpiel move, as MCTSBot does, instead of
     once per micro-move. The first micro-move the agent is asked for in an OpenSpiel
@@ -376,17 +381,31 @@ def pure_search_agent(num_simulations: int, value: str = "rollouts",
     """
     import jaxpuct
     _check_reuse(reuse_within_turn, reuse_simulations)
-    rule, rule_words = pure_search_rule(selection, uct_c, tie_break)
     root_fn, decision_fn, chance_fn = bg.make_search_fns(value, max_steps, rules)
     # Values are points: a backgammon (3) is the best a move can reach.
     proofs = jaxpuct.SolverConfig(value_bound=3.0) if solver else False
+    if selection == "gumbel":
+        if tie_break != "first":
+            raise ValueError("tie_break is UCT's and PUCT's; the Gumbel rule has no "
+                             f"untried-action ties to break, got tie_break={tie_break!r}")
+        rule_words = "Gumbel root search (sequential halving over every legal micro-move"
 
-    def policy(params, key, root, legal, simulations, tree):
-        del params
-        return jaxpuct.stochastic_policy(
-            None, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
-            dirichlet_fraction=0.0, temperature=0.0, chance_backup=chance_backup,
-            chance_ties=chance_ties, selection=rule, tree=tree, solver=proofs)
+        def policy(params, key, root, legal, simulations, tree):
+            del params
+            return jaxpuct.stochastic_gumbel_policy(
+                None, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
+                max_num_considered_actions=bg.NUM_ACTIONS, gumbel_scale=0.0,
+                chance_backup=chance_backup, chance_ties=chance_ties, tree=tree,
+                solver=proofs)
+    else:
+        rule, rule_words = pure_search_rule(selection, uct_c, tie_break)
+
+        def policy(params, key, root, legal, simulations, tree):
+            del params
+            return jaxpuct.stochastic_policy(
+                None, key, root, decision_fn, chance_fn, simulations, invalid_actions=~legal,
+                dirichlet_fraction=0.0, temperature=0.0, chance_backup=chance_backup,
+                chance_ties=chance_ties, selection=rule, tree=tree, solver=proofs)
 
     description = (f"jaxpuct pure stochastic {rule_words}, {num_simulations} simulations per "
                    f"{'OpenSpiel move' if reuse_within_turn else 'micro-move'}, "
