@@ -43,6 +43,22 @@ def xla_flags(*extra: str) -> str:
     return " ".join((os.environ.get("XLA_FLAGS", ""),) + extra).strip()
 
 
+def run_on_host_devices(script: str, devices: int, done: str, timeout: int) -> None:
+    """Runs ``script`` in a fresh Python on ``devices`` CPU devices (the device count
+    is fixed when JAX starts) from the repository root; fails the test unless it
+    exits 0 and prints ``done``."""
+    import subprocess
+
+    import pytest
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=root,
+               XLA_FLAGS=xla_flags(f"--xla_force_host_platform_device_count={devices}"))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0 or done not in proc.stdout:
+        pytest.fail(f"exit {proc.returncode}:\n{proc.stderr[-3000:]}")
+
+
 # Tried for the whole suite and not kept (2026-12-05, one core, the same files run
 # with and without): a persistent compilation cache shared by every test process
 # (test_composition, test_search, test_testing, test_bad_values, test_muzero: 176 CPU-s

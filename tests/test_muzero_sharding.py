@@ -5,16 +5,10 @@ CPU devices."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-from conftest import xla_flags
-
-ROOT = str(Path(__file__).resolve().parents[1])
+from conftest import run_on_host_devices
 
 SCRIPT = textwrap.dedent("""
     import dataclasses, re, tempfile
@@ -84,12 +78,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_the_example_over_four_devices_is_the_one_device_run():
-    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=4"),
-               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "MUZERO_SHARDED_OK" in proc.stdout
+    run_on_host_devices(SCRIPT, 4, "MUZERO_SHARDED_OK", timeout=600)
 
 
 def test_a_batch_that_does_not_split_over_the_devices_is_refused():

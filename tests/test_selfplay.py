@@ -5,15 +5,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import subprocess
-import sys
 import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import xla_flags
+from conftest import run_on_host_devices
 
 from jaxpuct.sampled import SampledPolicyOutput
 
@@ -22,7 +20,6 @@ pytest.importorskip("orbax.checkpoint")
 
 import jaxpuct.alphazero as az  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = az.SelfPlayConfig(batch_size=8, num_simulations=4, buffer_size=256,
                                train_batch_size=16, hidden=(16,), temperature_moves=2)
 
@@ -178,12 +175,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_sharded_search_equals_unsharded():
-    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=4"),
-               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "SHARDED_OK" in proc.stdout
+    run_on_host_devices(SHARDED_SCRIPT, 4, "SHARDED_OK", timeout=300)
 
 
 def test_selfplay_with_tree_reuse_and_graph_search():
