@@ -70,11 +70,11 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
+from jax.sharding import NamedSharding
 
 from jaxpuct.alphazero import checkpoints, rundir
 from jaxpuct.alphazero import config as config_lib
+from jaxpuct.alphazero.distributed import BatchMesh
 from jaxpuct.muzero import (
     board_game,
     game_2048,
@@ -179,7 +179,7 @@ class TrainState:
 
 
 class Placement(NamedTuple):
-    """Where a run's arrays live: one mesh axis ``"batch"`` over the devices.
+    """Where a run's arrays live (:class:`jaxpuct.alphazero.distributed.BatchMesh`).
 
     The games in progress (every leaf of ``TrainState.boards``, leading axis
     ``B``) are split over the devices, so ``jit`` partitions self-play over
@@ -198,13 +198,9 @@ class Placement(NamedTuple):
         """The placement over ``devices`` (default: all of ``jax.devices()``);
         ``ValueError`` unless ``config.batch_size`` and ``config.train_batch_size``
         are multiples of their number."""
-        devices = list(devices) if devices is not None else jax.devices()
-        for name in ("batch_size", "train_batch_size"):
-            if getattr(config, name) % len(devices):
-                raise ValueError(f"{name} ({getattr(config, name)}) must be a multiple of "
-                                 f"the number of devices ({len(devices)})")
-        mesh = Mesh(np.array(devices), ("batch",))
-        return cls(NamedSharding(mesh, P("batch")), NamedSharding(mesh, P()))
+        mesh = BatchMesh.over(devices, batch_size=config.batch_size,
+                              train_batch_size=config.train_batch_size)
+        return cls(mesh.batch, mesh.replicated)
 
     def place(self, ts: TrainState) -> TrainState:
         """``ts`` with its games split over the devices and the rest replicated."""

@@ -23,13 +23,42 @@ one-process run of the same batch.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["digest", "host_value", "initialize"]
+__all__ = ["BatchMesh", "digest", "host_value", "initialize"]
+
+
+class BatchMesh(NamedTuple):
+    """A one-axis mesh ``"batch"`` over the devices, and its two placements: ``batch``
+    splits a leading axis over the devices (the games, a training batch's rows),
+    ``replicated`` keeps a copy on each (network, optimiser state, replay buffer).
+    AlphaZero's ``Trainer`` and the MuZero example place their state with it."""
+
+    mesh: Mesh
+    batch: NamedSharding
+    replicated: NamedSharding
+
+    @classmethod
+    def over(cls, devices: Sequence[Any] | None = None, **sizes: int) -> BatchMesh:
+        """The mesh over ``devices`` (default: all of ``jax.devices()``).
+
+        Raises:
+          ValueError: one of ``sizes`` (``name=size``, the axes that will be split) is
+            not a multiple of the number of devices.
+        """
+        devices = list(devices) if devices is not None else jax.devices()
+        for name, size in sizes.items():
+            if size % len(devices):
+                raise ValueError(f"{name} ({size}) must be a multiple of the number of "
+                                 f"devices ({len(devices)})")
+        mesh = Mesh(np.array(devices), ("batch",))
+        return cls(mesh, NamedSharding(mesh, PartitionSpec("batch")),
+                   NamedSharding(mesh, PartitionSpec()))
 
 
 def initialize(coordinator_address: str, num_processes: int, process_id: int, *,

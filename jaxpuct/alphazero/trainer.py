@@ -33,13 +33,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
 
 from jaxpuct._dataclass import Replaceable, mutable_pytree_dataclass
 from jaxpuct.alphazero import evaluation, networks, selfplay, training
 from jaxpuct.alphazero.buffer import ReplayBuffer, empty_buffer, filled_rows
 from jaxpuct.alphazero.config import SelfPlayConfig
+from jaxpuct.alphazero.distributed import BatchMesh
 
 __all__ = ["NonFiniteError", "TrainState", "Trainer", "check_finite", "iteration_metrics"]
 
@@ -101,14 +100,8 @@ class Trainer:
         from jaxpuct.envs.pgx_games import make_pgx_game
         self.config, self.game = config, make_pgx_game(config.game)
         self.env = self.game.environment
-        devices = list(devices) if devices is not None else jax.devices()
-        for name in ("batch_size", "train_batch_size"):
-            if getattr(config, name) % len(devices):
-                raise ValueError(f"{name} ({getattr(config, name)}) must be a multiple of "
-                                 f"the number of devices ({len(devices)})")
-        self.mesh = Mesh(np.array(devices), ("batch",))
-        self.batch_sharding = NamedSharding(self.mesh, P("batch"))
-        self.replicated = NamedSharding(self.mesh, P())
+        self.mesh, self.batch_sharding, self.replicated = BatchMesh.over(
+            devices, batch_size=config.batch_size, train_batch_size=config.train_batch_size)
         # Traced, not run: the structure is all the graphdef holds.
         self.graphdef, _ = networks.split(
             nnx.eval_shape(lambda: self._model(nnx.Rngs(_STRUCTURE_KEY))))
